@@ -1,0 +1,36 @@
+# gridrail: `make demo` runs the main job on a bundled example, `make test` runs every test.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip --disable-pip-version-check
+export PIP_ROOT_USER_ACTION := ignore
+
+.PHONY: install demo test test-rust lint test-python check-long bench
+
+# Editable install: maturin builds gridrail._kernels into python/gridrail/.
+install:
+	$(PIP) install --quiet "maturin>=1.5,<2"
+	$(PIP) install --quiet --no-build-isolation -e '.[test]'
+
+demo: install
+	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000"
+	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000;"
+	$(PYTHON) -m gridrail.cli parse examples/statements.sql
+
+test: install test-rust lint test-python
+
+test-rust:
+	cargo test --quiet
+
+lint:
+	$(PYTHON) -m ruff check python tests bench
+	$(PYTHON) -m ruff format --check python tests bench
+	cargo clippy --quiet --all-targets -- -D warnings
+
+test-python:
+	$(PYTHON) -m pytest -q
+
+# Long soak / differential runs (not part of CI's default run).
+check-long: install
+	$(PYTHON) -m pytest -q -m long
+
+bench: install
+	$(PYTHON) bench/compile_time.py

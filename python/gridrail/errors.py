@@ -1,0 +1,53 @@
+"""Exception classes. Every error a user can cause has its own class and an actionable message."""
+
+from __future__ import annotations
+
+
+class GridrailError(Exception):
+    """Base class of every error gridrail raises on purpose."""
+
+
+class GrammarError(GridrailError):
+    """A grammar file is malformed or uses something gridrail does not support.
+
+    ``line`` and ``column`` are 1-based positions in the grammar text (0 when not applicable).
+    """
+
+    def __init__(self, message: str, line: int = 0, column: int = 0, source: str = "<grammar>"):
+        self.message = message
+        self.line = line
+        self.column = column
+        self.source = source
+        where = f"{source}:{line}:{column}: " if line else f"{source}: "
+        super().__init__(where + message)
+
+
+class RegexError(GrammarError):
+    """A terminal's regular expression is malformed or uses an unsupported construct."""
+
+
+class GrammarConflict(GrammarError):
+    """The grammar is not LALR(1): a state has two actions on one lookahead."""
+
+    def __init__(self, state: int, items: list[str], lookahead: str, kind: str):
+        self.state = state
+        self.items = items
+        self.lookahead = lookahead
+        self.kind = kind
+        listing = "\n  ".join(items)
+        super().__init__(
+            f"{kind} conflict in LALR(1) state {state} on lookahead {lookahead}; items:\n  {listing}"
+        )
+
+
+class ParseError(GridrailError):
+    """Input bytes are not a viable prefix of the language.
+
+    ``offset`` is the byte offset of the first byte that cannot be accepted; ``expected`` names
+    the terminals that were allowed there.
+    """
+
+    def __init__(self, message: str, offset: int, expected: tuple[str, ...]):
+        self.offset = offset
+        self.expected = expected
+        super().__init__(message)

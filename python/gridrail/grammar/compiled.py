@@ -1,0 +1,59 @@
+"""A grammar compiled for the oracle: reduced grammar, LALR(1) tables, union scanner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from gridrail.grammar.lalr import LalrTables, build_lalr, reduce_grammar
+from gridrail.grammar.model import Grammar
+from gridrail.grammar.scanner import ScannerAutomaton, build_scanner
+
+
+@dataclass(frozen=True)
+class CompiledGrammar:
+    grammar: Grammar  # reduced: every nonterminal productive and reachable
+    tables: LalrTables
+    scanner: ScannerAutomaton
+
+    @cached_property
+    def ignored_mask(self) -> int:
+        return sum(1 << self.grammar.terminal(name).index for name in self.grammar.ignored)
+
+    @cached_property
+    def classes(self) -> tuple[tuple[int, bool], ...]:
+        """Per terminal index, its shadowing class (priority, is_literal): docs/semantics.md."""
+        return tuple((t.priority, t.is_literal) for t in self.grammar.terminals)
+
+    def winner(self, candidates: int, allowed: int) -> int:
+        """The terminal a finished lexeme becomes: the lowest index of the top class among
+        `candidates` that is also in `allowed` (bit masks); -1 if the top class has none."""
+        classes = self.classes
+        members = [i for i in range(len(classes)) if (candidates >> i) & 1]
+        if not members:
+            return -1
+        top = max(classes[i] for i in members)
+        return next((i for i in members if classes[i] == top and (allowed >> i) & 1), -1)
+
+    @cached_property
+    def terminal_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.grammar.terminals)
+
+    def names_of(self, mask: int) -> tuple[str, ...]:
+        names = self.terminal_names
+        return tuple(names[i] for i in range(len(names)) if (mask >> i) & 1)
+
+    @property
+    def fingerprint(self) -> str:
+        """The grammar's fingerprint: tables and scanner are functions of it."""
+        return self.grammar.fingerprint
+
+
+def compile_grammar(grammar: Grammar) -> CompiledGrammar:
+    """Reduce, build LALR(1) tables (GrammarConflict if not LALR(1)) and the union scanner."""
+    reduced = reduce_grammar(grammar)
+    tables = build_lalr(reduced)
+    scannable = [t for t in reduced.terminals if t.name not in reduced.declared]
+    scanner = build_scanner(scannable)
+    return CompiledGrammar(reduced, tables, scanner)
+

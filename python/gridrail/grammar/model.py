@@ -1,0 +1,138 @@
+"""The grammar model: what a loaded grammar *is*, independent of the syntax it was written in.
+
+Terminal numbering is frozen here (definition order after loading) and never changes afterwards:
+role projections subset productions but keep these indices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from gridrail.errors import GrammarError
+
+
+@dataclass(frozen=True)
+class TerminalDef:
+    """One terminal: a regular lexeme language over bytes.
+
+    ``pattern`` is Python regex syntax (string literals are stored escaped), ``flags`` a sorted
+    string of single-letter flags (only ``"i"`` today). ``is_literal`` records that the terminal
+    came from a string literal: on a tie in priority, literals win over regex terminals.
+    """
+
+    name: str
+    index: int
+    pattern: str
+    flags: str
+    priority: int
+    is_literal: bool
+
+
+@dataclass(frozen=True)
+class Production:
+    """``lhs -> rhs``; ``rhs`` holds symbol names (terminal names are those of ``Grammar.terminals``).
+
+    ``alias`` is the ``-> name`` alias if any; ``origin`` the user-visible rule this production
+    was expanded from (EBNF helpers and inlined ``?rule``s point back to their source rule).
+    """
+
+    index: int
+    lhs: str
+    rhs: tuple[str, ...]
+    alias: str | None
+    origin: str
+    expand_single: bool = False  # from `?rule`: shapes trees only, not the language
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A context-free grammar whose terminals carry byte-level regular languages."""
+
+    terminals: tuple[TerminalDef, ...]
+    ignored: frozenset[str]
+    productions: tuple[Production, ...]
+    start: str
+    name: str = "<grammar>"
+    declared: frozenset[str] = frozenset()  # %declare'd terminals: no lexeme, never scanned
+
+    @classmethod
+    def from_lark(cls, text: str, source: str = "<grammar>", start: str = "start") -> Grammar:
+        """Load Lark grammar text (the supported subset: see grammar/lark_syntax.py)."""
+        from gridrail.grammar.loader import load_grammar
+
+        return load_grammar(text, source, start)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], start: str = "start") -> Grammar:
+        with open(path, encoding="utf-8") as f:
+            return cls.from_lark(f.read(), os.fspath(path), start)
+
+    @classmethod
+    def bundled(cls, name: str) -> Grammar:
+        """A grammar shipped with gridrail, by dialect name (see `bundled_names()`)."""
+        from gridrail.grammar.loader import bundled_grammar_text
+
+        return cls.from_lark(bundled_grammar_text(name), f"{name}.lark")
+
+    @classmethod
+    def resolve(cls, name_or_path: str) -> Grammar:
+        """A bundled dialect name, or else a path to a .lark file."""
+        from gridrail.grammar.loader import bundled_names
+
+        if name_or_path in bundled_names():
+            return cls.bundled(name_or_path)
+        if os.path.exists(name_or_path):
+            return cls.from_file(name_or_path)
+        raise GrammarError(
+            f"no bundled grammar named {name_or_path!r} and no such file "
+            f"(bundled: {', '.join(bundled_names())})"
+        )
+
+    def terminal(self, name: str) -> TerminalDef:
+        return self._terminals_by_name[name]
+
+    @property
+    def _terminals_by_name(self) -> dict[str, TerminalDef]:
+        cache = self.__dict__.get("_by_name")
+        if cache is None:
+            cache = {t.name: t for t in self.terminals}
+            object.__setattr__(self, "_by_name", cache)
+        return cache
+
+    def is_terminal(self, symbol: str) -> bool:
+        return symbol in self._terminals_by_name
+
+    @property
+    def nonterminals(self) -> tuple[str, ...]:
+        """Nonterminals in first-appearance order (start symbol first)."""
+        seen: dict[str, None] = {self.start: None}
+        for p in self.productions:
+            seen.setdefault(p.lhs, None)
+        return tuple(seen)
+
+    def canonical_form(self) -> str:
+        """A deterministic text of everything that defines the language (not the file's layout)."""
+        doc = {
+            "start": self.start,
+            "terminals": [
+                [t.index, t.name, t.pattern, t.flags, t.priority, t.is_literal]
+                for t in self.terminals
+            ],
+            "ignored": sorted(self.ignored),
+            "declared": sorted(self.declared),
+            "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
+        }
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+
+    @property
+    def fingerprint(self) -> str:
+        """BLAKE2b-128 (hex) of the canonical form."""
+        cache = self.__dict__.get("_fingerprint")
+        if cache is None:
+            digest = hashlib.blake2b(self.canonical_form().encode(), digest_size=16)
+            cache = digest.hexdigest()
+            object.__setattr__(self, "_fingerprint", cache)
+        return cache

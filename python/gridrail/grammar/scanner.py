@@ -1,0 +1,154 @@
+"""The union scanner automaton: one minimal DFA over bytes that tracks every terminal at once.
+
+A scanner state stands for the bytes of the lexeme in progress. ``accepts[q]`` holds the terminal
+indices whose language contains those bytes, ``live[q]`` those for which they are still a prefix
+of some lexeme. The contextual lexer intersects both with the terminals allowed at this point
+(``live_mask[q] & allowed_mask``), so one automaton serves every parser state.
+
+Terminals are identified by ``TerminalDef.index`` (bit i of a mask is terminal index i), never by
+position in the sequence given, so a subset of a grammar's terminals keeps its numbering.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from gridrail.errors import GrammarError, RegexError
+from gridrail.grammar.dfa import DEAD, ByteDFA, compile_regex, expand_table, minimize_table
+from gridrail.grammar.model import TerminalDef
+
+
+@dataclass(frozen=True, eq=False)
+class ScannerAutomaton:
+    """Minimal DFA whose states are labelled with accepted and still-live terminal sets.
+
+    ``transitions[state * 256 + byte]`` is the next state, or -1 when no terminal is live after
+    that byte. Every state except possibly the start has a non-empty ``live`` set; the start's is
+    empty only when no terminal can match anything. Do not mutate ``transitions``.
+    """
+
+    start: int
+    num_states: int
+    transitions: array = field(repr=False)
+    accepts: tuple[frozenset[int], ...] = field(repr=False)
+    live: tuple[frozenset[int], ...] = field(repr=False)
+    accept_mask: tuple[int, ...] = field(init=False, repr=False)
+    live_mask: tuple[int, ...] = field(init=False, repr=False)
+    # The fastest available implementation of `run` (the Rust kernel when it is enabled).
+    fast_run: Callable[[int, bytes], tuple[int, int]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from gridrail.kernels import make_scan_runner
+
+        object.__setattr__(self, "accept_mask", tuple(map(_mask, self.accepts)))
+        object.__setattr__(self, "live_mask", tuple(map(_mask, self.live)))
+        object.__setattr__(self, "fast_run", make_scan_runner(self))
+
+    def step(self, state: int, byte: int) -> int:
+        """The state after one byte, or -1 when no terminal is live any more."""
+        return self.transitions[(state << 8) | byte]
+
+    def run(self, state: int, data: bytes) -> tuple[int, int]:
+        """Consume ``data`` from ``state`` until the next byte would be dead.
+
+        Returns (state reached, number of bytes consumed). This is the reference semantics of the
+        Rust kernel ``ScanTable.run``.
+        """
+        if not 0 <= state < self.num_states:
+            raise ValueError(f"state {state} out of range for {self.num_states} states")
+        table = self.transitions
+        for consumed, byte in enumerate(data):
+            nxt = table[(state << 8) | byte]
+            if nxt < 0:
+                return state, consumed
+            state = nxt
+        return state, len(data)
+
+
+def build_scanner(
+    terminals: Sequence[TerminalDef], exclude: Collection[str] = ()
+) -> ScannerAutomaton:
+    """The union automaton of ``terminals``, minimized so that states with different accept sets
+    (and different futures) stay apart.
+
+    Terminals named in ``exclude`` take no part (e.g. declared terminals that no lexer rule
+    produces); so do terminals whose pattern matches nothing. A terminal whose pattern matches the
+    empty string is a :class:`GrammarError`: a lexeme must be non-empty.
+    """
+    parts: list[tuple[int, ByteDFA]] = []
+    for terminal in terminals:
+        if terminal.name in exclude:
+            continue
+        dfa = _terminal_dfa(terminal)
+        if dfa.start != DEAD:
+            parts.append((terminal.index, dfa))
+
+    class_of, representatives = _union_byte_classes([dfa for _, dfa in parts])
+    num_classes = len(representatives)
+    tables = [dfa.transitions for _, dfa in parts]
+
+    # Subset construction over the (deterministic) parts: a union state is the tuple of
+    # (part, part state) pairs still alive.
+    start = tuple((i, dfa.start) for i, (_, dfa) in enumerate(parts))
+    keys: list[tuple[tuple[int, int], ...]] = [start]
+    ids = {start: 0}
+    table: list[int] = []
+    for key in keys:  # grows while iterating
+        for byte in representatives:
+            nxt = tuple((i, t) for i, q in key if (t := tables[i][(q << 8) | byte]) >= 0)
+            if not nxt:
+                table.append(DEAD)
+                continue
+            target = ids.get(nxt)
+            if target is None:
+                target = ids[nxt] = len(keys)
+                keys.append(nxt)
+            table.append(target)
+    accepts = [frozenset(parts[i][0] for i, q in key if parts[i][1].accepting[q]) for key in keys]
+
+    state_map, kept = minimize_table(len(keys), num_classes, table, accepts, 0, frozenset())
+    if not kept:  # nothing can match: a lone start state without transitions
+        return ScannerAutomaton(0, 1, array("i", [DEAD] * 256), (frozenset(),), (frozenset(),))
+
+    transitions = expand_table(table, class_of, kept, state_map)
+    # Every part state is live (parts are minimal), so a union state's live set is its parts.
+    live = tuple(frozenset(parts[i][0] for i, _ in keys[old]) for old in kept)
+    return ScannerAutomaton(0, len(kept), transitions, tuple(accepts[old] for old in kept), live)
+
+
+def _terminal_dfa(terminal: TerminalDef) -> ByteDFA:
+    try:
+        dfa = compile_regex(terminal.pattern, terminal.flags)
+    except RegexError as err:
+        raise RegexError(f"terminal {terminal.name}: {err.message}") from None
+    if dfa.start != DEAD and dfa.accepting[dfa.start]:
+        raise GrammarError(
+            f"terminal {terminal.name} matches the empty string (/{terminal.pattern}/); "
+            "a lexeme must be non-empty"
+        )
+    return dfa
+
+
+def _union_byte_classes(dfas: Sequence[ByteDFA]) -> tuple[list[int], list[int]]:
+    """Bytes that no part tells apart share a class: returns byte → class and one byte per class."""
+    # Column b of a flat table (every state's target on byte b) identifies byte b's behaviour.
+    columns = [[dfa.transitions[b::256].tobytes() for b in range(256)] for dfa in dfas]
+    class_ids: dict[tuple[bytes, ...], int] = {}
+    class_of = []
+    representatives = []
+    for byte in range(256):
+        signature = tuple(column[byte] for column in columns)
+        if signature not in class_ids:
+            class_ids[signature] = len(representatives)
+            representatives.append(byte)
+        class_of.append(class_ids[signature])
+    return class_of, representatives
+
+
+def _mask(indices: frozenset[int]) -> int:
+    mask = 0
+    for index in indices:
+        mask |= 1 << index
+    return mask

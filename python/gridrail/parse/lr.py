@@ -1,0 +1,78 @@
+"""LALR(1) moves on the persistent stack: the shiftable-terminal set by simulation, and shifts.
+
+Rows list LALR(1) lookaheads, and a lookahead can still lead to an error after a reduce chain
+(LALR state merging), so "which terminals may come next" is answered by *simulating* the chain on a
+virtual overlay — never by reading a row. The answer depends only on the stack, so it is memoized
+on the top node and shared by every configuration that shares that node.
+"""
+
+from __future__ import annotations
+
+from gridrail.grammar.lalr import ACCEPT, LalrTables
+from gridrail.parse.stack import StackNode
+
+
+class LRMachine:
+    """The parser half of the oracle: immutable tables, pure functions of stack nodes."""
+
+    __slots__ = ("_action", "_goto", "_productions", "end", "nonterminal_base")
+
+    def __init__(self, tables: LalrTables):
+        self._action = tables.action
+        self._goto = tables.goto
+        self._productions = tables.productions
+        self.end = tables.end
+        self.nonterminal_base = tables.end + 1  # stack symbols: terminals, $END, then nonterminals
+
+    def can_shift(self, node: StackNode, terminal: int) -> bool:
+        """Would `terminal` be shifted (or, for $END, accepted) after the reduce chain?"""
+        action, goto, productions = self._action, self._goto, self._productions
+        overlay: list[int] = []  # states pushed above `node` by virtual reductions
+        while True:
+            state = overlay[-1] if overlay else node.state
+            move = action[state].get(terminal)
+            if move is None:
+                return False
+            if move >= 0:
+                return True
+            if move == ACCEPT:
+                return True
+            lhs, length = productions[-1 - move]
+            for _ in range(length):
+                if overlay:
+                    overlay.pop()
+                else:
+                    node = node.parent  # type: ignore[assignment]
+            below = overlay[-1] if overlay else node.state
+            overlay.append(goto[below][lhs])
+
+    def allowed_mask(self, node: StackNode) -> int:
+        """Bit mask of the terminals that can be shifted from this stack (memoized on the node)."""
+        mask = node.allowed
+        if mask is None:
+            mask = 0
+            for terminal in self._action[node.state]:
+                if terminal != self.end and self.can_shift(node, terminal):
+                    mask |= 1 << terminal
+            node.allowed = mask
+        return mask
+
+    def accepts_end(self, node: StackNode) -> bool:
+        """Does $END reach ACCEPT through the reduce chain (memoized on the node)?"""
+        ok = node.accept_ok
+        if ok is None:
+            ok = node.accept_ok = self.can_shift(node, self.end)
+        return ok
+
+    def shift(self, node: StackNode, terminal: int) -> StackNode:
+        """Run the reduce chain for `terminal`, then push it. The caller checked `can_shift`."""
+        action, goto, productions = self._action, self._goto, self._productions
+        while True:
+            move = action[node.state][terminal]
+            if move >= 0:
+                return StackNode(move, terminal, node)
+            lhs, length = productions[-1 - move]
+            top = node
+            for _ in range(length):
+                top = top.parent  # type: ignore[assignment]
+            node = StackNode(goto[top.state][lhs], self.nonterminal_base + lhs, top)

@@ -1,0 +1,187 @@
+"""The viable-prefix oracle (paper §3): feed bytes, ask what may come next and whether we may stop.
+
+A configuration is (stack, scan state). The scan state is the union-scanner DFA state over the
+lexeme in progress, the DFA state at its last accepting position, and the bytes after that position
+(requeued on emission). Every field is bounded by the current lexeme or the stack, never by the
+output length, and a configuration is immutable: forking one is copying a reference.
+
+Semantics (docs/semantics.md): maximal munch over all terminals; the lexeme becomes the first-defined
+terminal of its top shadowing class that is in V = A(stack) ∪ ignored; bytes after the emitted
+lexeme are rescanned under the new stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gridrail.errors import ParseError
+from gridrail.grammar.compiled import CompiledGrammar
+from gridrail.parse.lr import LRMachine
+from gridrail.parse.stack import StackNode, root
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """κ = (σ, ρ): the parser stack and the scan state of the lexeme in progress."""
+
+    stack: StackNode
+    scan_state: int  # union-scanner state after the pending lexeme (the start state if none)
+    lexeme_length: int  # bytes in the pending lexeme (0: at a lexeme boundary)
+    accept_state: int  # scanner state at the last allowed accept, -1 if none yet
+    tail: bytes  # pending bytes after the last allowed accept (all of them if none)
+
+
+class Oracle:
+    """Incremental parser + contextual scanner over one compiled grammar."""
+
+    def __init__(self, compiled: CompiledGrammar):
+        self.compiled = compiled
+        self.lr = LRMachine(compiled.tables)
+        scanner = compiled.scanner
+        self._trans = scanner.transitions
+        self._live = scanner.live_mask
+        self._accept = scanner.accept_mask
+        self._start_scan = scanner.start
+        self._ignored = compiled.ignored_mask
+        self._winner_memo: dict[tuple[int, int], int] = {}
+        self._kill_memo: dict[int, tuple[int, ...]] = {}
+        self.initial = Configuration(root(compiled.tables.start_state), scanner.start, 0, -1, b"")
+
+    # -- what may come next
+    def allowed_mask(self, cfg: Configuration) -> int:
+        """Terminals that can be shifted at the next lexeme boundary (A(σ), without ignored)."""
+        return self.lr.allowed_mask(cfg.stack)
+
+    def allowed_terminals(self, cfg: Configuration) -> tuple[str, ...]:
+        return self.compiled.names_of(self.allowed_mask(cfg))
+
+    def pending_terminals(self, cfg: Configuration) -> tuple[str, ...]:
+        """Terminals of V the pending lexeme can still become (empty at a boundary)."""
+        if cfg.lexeme_length == 0:
+            return ()
+        v = self.lr.allowed_mask(cfg.stack) | self._ignored
+        return self.compiled.names_of(self._live[cfg.scan_state] & v)
+
+    # -- feeding
+    def feed(self, cfg: Configuration, data: bytes) -> Configuration:
+        """Feed bytes; ParseError (with the offset into `data`) at the first byte after which the
+        input is no longer a viable prefix."""
+        for offset, byte in enumerate(data):
+            nxt = self._scan_byte(cfg, byte)
+            if nxt is None or not self.is_viable(nxt):
+                raise ParseError(
+                    f"byte {offset} ({bytes([byte])!r}) cannot continue the input",
+                    offset,
+                    self._expected(cfg),
+                )
+            cfg = nxt
+        return cfg
+
+    def try_feed(self, cfg: Configuration, data: bytes) -> Configuration | None:
+        """Like `feed`, returning None instead of raising."""
+        for byte in data:
+            nxt = self._scan_byte(cfg, byte)
+            if nxt is None or not self.is_viable(nxt):
+                return None
+            cfg = nxt
+        return cfg
+
+    def is_viable(self, cfg: Configuration) -> bool:
+        """Can the pending lexeme still end in a way the grammar accepts (docs/semantics.md)?"""
+        if cfg.lexeme_length == 0:
+            return True  # a reduced grammar's LR stack always has a completion
+        v = self.lr.allowed_mask(cfg.stack) | self._ignored
+        if self._live[cfg.scan_state] & v:
+            return True
+        if cfg.accept_state < 0 or self._winner(cfg.accept_state, v) < 0:
+            return False
+        # Only an emission at the last accept can save it: try each byte that ends the lexeme.
+        for byte in self._killing_bytes(cfg.scan_state):
+            nxt = self._scan_byte(cfg, byte)
+            if nxt is not None and self.is_viable(nxt):
+                return True
+        return False
+
+    def _scan_byte(self, cfg: Configuration, byte: int) -> Configuration | None:
+        """Advance the union DFA by one byte, emitting when it dies; None on a rejection."""
+        q = self._trans[cfg.scan_state * 256 + byte]
+        if q >= 0:
+            if self._accept[q]:
+                return Configuration(cfg.stack, q, cfg.lexeme_length + 1, q, b"")
+            tail = cfg.tail + bytes((byte,))
+            return Configuration(cfg.stack, q, cfg.lexeme_length + 1, cfg.accept_state, tail)
+        if cfg.accept_state < 0:
+            return None
+        stack = self._emit(cfg.stack, cfg.accept_state)
+        return None if stack is None else self._rescan(stack, cfg.tail + bytes((byte,)))
+
+    def _rescan(self, stack: StackNode, data: bytes) -> Configuration | None:
+        """Scan requeued bytes from a lexeme boundary (they were checked when first fed)."""
+        cfg: Configuration | None = Configuration(stack, self._start_scan, 0, -1, b"")
+        for byte in data:
+            cfg = self._scan_byte(cfg, byte)  # type: ignore[arg-type]
+            if cfg is None:
+                return None
+        return cfg
+
+    def _emit(self, stack: StackNode, accept_state: int) -> StackNode | None:
+        """Shift the winner of a finished lexeme (None if no candidate is allowed here)."""
+        v = self.lr.allowed_mask(stack) | self._ignored
+        terminal = self._winner(accept_state, v)
+        if terminal < 0:
+            return None
+        if (self._ignored >> terminal) & 1:
+            return stack
+        return self.lr.shift(stack, terminal)
+
+    def _winner(self, accept_state: int, v: int) -> int:
+        """The terminal the lexeme ending at this scanner state becomes under V (-1: none)."""
+        key = (accept_state, v)
+        winner = self._winner_memo.get(key)
+        if winner is None:
+            winner = self.compiled.winner(self._accept[accept_state], v)
+            self._winner_memo[key] = winner
+        return winner
+
+    def _killing_bytes(self, state: int) -> tuple[int, ...]:
+        kill = self._kill_memo.get(state)
+        if kill is None:
+            row = state * 256
+            kill = tuple(b for b in range(256) if self._trans[row + b] < 0)
+            self._kill_memo[state] = kill
+        return kill
+
+    def _expected(self, cfg: Configuration) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.pending_terminals(cfg) + self.allowed_terminals(cfg)))
+
+    # -- stopping
+    def finalize(self, cfg: Configuration) -> StackNode | None:
+        """Close the pending lexeme as if a byte that ends every lexeme arrived; None if it can't."""
+        while cfg.lexeme_length:
+            if cfg.accept_state < 0:
+                return None
+            stack = self._emit(cfg.stack, cfg.accept_state)
+            nxt = None if stack is None else self._rescan(stack, cfg.tail)
+            if nxt is None:
+                return None
+            cfg = nxt
+        return cfg.stack
+
+    def eos_ok(self, cfg: Configuration) -> bool:
+        """May the output stop here: does the pending lexeme finalize and $END reach ACCEPT?"""
+        stack = self.finalize(cfg)
+        return stack is not None and self.lr.accepts_end(stack)
+
+    # -- whole inputs
+    def first_error(self, data: bytes) -> int | None:
+        """Offset of the first byte that makes `data` non-viable, or None if it is viable."""
+        try:
+            self.feed(self.initial, data)
+        except ParseError as exc:
+            return exc.offset
+        return None
+
+    def accepts(self, data: bytes) -> bool:
+        """Is `data` a complete sentence?"""
+        cfg = self.try_feed(self.initial, data)
+        return cfg is not None and self.eos_ok(cfg)

@@ -1,0 +1,48 @@
+"""The persistent LALR(1) parser stack: immutable nodes, structurally shared between forks.
+
+A node is one stack entry; its ``parent`` is the entry below. Pushing allocates one node, popping
+follows parent pointers, and copying a configuration copies one reference. Each node carries the
+rolling configuration hash (an O(1) mix of its parent's hash, never a rehash of the stack) and
+memo slots for facts that depend only on the stack from this node down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+_PACK = struct.Struct("<QII").pack
+
+
+class StackNode:
+    __slots__ = ("accept_ok", "allowed", "depth", "hash", "parent", "state", "symbol")
+
+    def __init__(self, state: int, symbol: int, parent: StackNode | None):
+        self.state = state
+        self.symbol = symbol  # the grammar symbol shifted or reduced to reach `state`
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        if parent is None:
+            self.hash = 0
+        else:  # H(node) = low64 BLAKE2b-128(H(parent) || u32 state || u32 symbol)
+            digest = hashlib.blake2b(_PACK(parent.hash, state, symbol & 0xFFFFFFFF), digest_size=16).digest()
+            self.hash = int.from_bytes(digest[:8], "little")
+        # Memo slots (filled on first use; valid forever because nodes never change):
+        self.allowed: int | None = None  # bit mask of terminals shiftable from this stack
+        self.accept_ok: bool | None = None  # can $END reach ACCEPT from this stack
+
+    def states(self) -> list[int]:
+        """Bottom-to-top states; O(depth) — for debugging and tests, never on the hot path."""
+        out = []
+        node: StackNode | None = self
+        while node is not None:
+            out.append(node.state)
+            node = node.parent
+        return out[::-1]
+
+    def __repr__(self) -> str:
+        return f"StackNode(states={self.states()})"
+
+
+def root(start_state: int) -> StackNode:
+    return StackNode(start_state, -1, None)

@@ -1,0 +1,59 @@
+//! gridrail._kernels: thin PyO3 bindings over plain Rust modules.
+//! The logic lives in the modules; the `python` feature adds the bindings, which only convert
+//! arguments.
+
+pub mod scan;
+
+#[cfg(feature = "python")]
+mod bindings {
+    use pyo3::exceptions::PyValueError;
+    use pyo3::prelude::*;
+    use pyo3::types::PyBytes;
+
+    use crate::scan;
+
+    /// Inputs at least this long are scanned with the GIL released.
+    const RELEASE_GIL_FROM: usize = 1 << 16;
+
+    /// `ScanTable(transitions)`: `transitions` is the flat table of a `ScannerAutomaton`, either
+    /// as native-endian int32 `bytes` (`array('i').tobytes()`) or as a sequence of ints.
+    #[pyclass(name = "ScanTable", module = "gridrail._kernels", frozen)]
+    struct PyScanTable(scan::ScanTable);
+
+    #[pymethods]
+    impl PyScanTable {
+        #[new]
+        fn new(transitions: &Bound<'_, PyAny>) -> PyResult<Self> {
+            let table = match transitions.downcast::<PyBytes>() {
+                Ok(bytes) => scan::ScanTable::from_ne_bytes(bytes.as_bytes()),
+                Err(_) => scan::ScanTable::new(transitions.extract::<Vec<i32>>()?),
+            };
+            table.map(Self).map_err(value_error)
+        }
+
+        #[getter]
+        fn num_states(&self) -> usize {
+            self.0.num_states()
+        }
+
+        /// `run(state, data) -> (state, consumed)`, exactly `ScannerAutomaton.run`.
+        fn run(&self, py: Python<'_>, state: i64, data: &[u8]) -> PyResult<(i32, usize)> {
+            let result = if data.len() >= RELEASE_GIL_FROM {
+                py.allow_threads(|| self.0.run(state, data))
+            } else {
+                self.0.run(state, data)
+            };
+            result.map_err(value_error)
+        }
+    }
+
+    fn value_error(err: scan::ScanError) -> PyErr {
+        PyValueError::new_err(err.to_string())
+    }
+
+    #[pymodule]
+    fn _kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add_class::<PyScanTable>()?;
+        Ok(())
+    }
+}
