@@ -23,7 +23,9 @@ test-rust:
 lint:
 	$(PYTHON) -m ruff check python tests bench
 	$(PYTHON) -m ruff format --check python tests bench
+	cargo fmt --check
 	cargo clippy --quiet --all-targets -- -D warnings
+	cargo clippy --quiet --all-targets --features extension-module -- -D warnings
 
 test-python:
 	$(PYTHON) -m pytest -q

@@ -12,13 +12,13 @@ import re
 from functools import cache
 
 import pytest
-from assets import spider_gold
-from support.lark_reference import Reference
 
+from assets import spider_gold
 from gridrail.grammar.compiled import compile_grammar
 from gridrail.grammar.loader import bundled_grammar_text
 from gridrail.grammar.model import Grammar
 from gridrail.parse.oracle import Oracle
+from support.lark_reference import Reference
 
 MUTATIONS = 2000
 PER_PREFIX_SAMPLE = 150

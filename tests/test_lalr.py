@@ -45,8 +45,8 @@ from gridrail.grammar.lalr import (
     END,
     LalrTables,
     build_lalr,
-    reduce_grammar,
 )
+from gridrail.grammar.reduce import reduce_grammar
 
 LALR_NOT_SLR = tiny_grammar(
     """

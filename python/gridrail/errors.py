@@ -29,14 +29,18 @@ class RegexError(GrammarError):
 class GrammarConflict(GrammarError):
     """The grammar is not LALR(1): a state has two actions on one lookahead."""
 
-    def __init__(self, state: int, items: list[str], lookahead: str, kind: str):
+    def __init__(
+        self, state: int, items: list[str], lookahead: str, kind: str, source: str = "<grammar>"
+    ):
         self.state = state
         self.items = items
         self.lookahead = lookahead
         self.kind = kind
         listing = "\n  ".join(items)
         super().__init__(
-            f"{kind} conflict in LALR(1) state {state} on lookahead {lookahead}; items:\n  {listing}"
+            f"{kind} conflict in LALR(1) state {state} on lookahead {lookahead}; "
+            f"items:\n  {listing}",
+            source=source,
         )
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from gridrail.grammar.lalr import LalrTables, build_lalr, reduce_grammar
+from gridrail.grammar.lalr import LalrTables, build_lalr
 from gridrail.grammar.model import Grammar
+from gridrail.grammar.reduce import reduce_grammar
 from gridrail.grammar.scanner import ScannerAutomaton, build_scanner
 
 
@@ -56,4 +57,3 @@ def compile_grammar(grammar: Grammar) -> CompiledGrammar:
     scannable = [t for t in reduced.terminals if t.name not in reduced.declared]
     scanner = build_scanner(scannable)
     return CompiledGrammar(reduced, tables, scanner)
-

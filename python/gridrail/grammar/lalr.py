@@ -8,11 +8,12 @@ every conflict raises ``GrammarConflict``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from gridrail.errors import GrammarConflict, GrammarError
 from gridrail.grammar.model import Grammar, Production
+from gridrail.grammar.reduce import empty_language, productive_nonterminals
 
 ACCEPT = -(1 << 30)
 """The action on ``$END`` in the state holding ``$START -> start •``."""
@@ -76,8 +77,8 @@ def build_lalr(grammar: Grammar) -> LalrTables:
     symbol derives no terminal string, and ``GrammarConflict`` if the grammar is not LALR(1).
     """
     _check_symbols(grammar)
-    if grammar.start not in _productive_nonterminals(grammar):
-        raise _empty_language(grammar)
+    if grammar.start not in productive_nonterminals(grammar):
+        raise empty_language(grammar)
     coded = _CodedGrammar(grammar)
     automaton = _Lr0Automaton(coded)
     lookaheads = _lalr_lookaheads(coded, automaton)
@@ -102,27 +103,6 @@ def build_lalr(grammar: Grammar) -> LalrTables:
             for kernel in automaton.kernels
         ),
     )
-
-
-def reduce_grammar(grammar: Grammar) -> Grammar:
-    """``grammar`` without unproductive, then unreachable, nonterminals' productions.
-
-    A production is kept iff every symbol in it is productive and its lhs is reachable from the
-    start symbol through kept productions. Terminals are kept and never renumbered; the kept
-    productions keep their order and are renumbered 0..n-1, as ``build_lalr`` expects.
-    Raises ``GrammarError`` if the start symbol is unproductive (the language is empty).
-    """
-    productive = _productive_nonterminals(grammar)
-    if grammar.start not in productive:
-        raise _empty_language(grammar)
-    productive_productions = [
-        p
-        for p in grammar.productions
-        if p.lhs in productive and all(grammar.is_terminal(s) or s in productive for s in p.rhs)
-    ]
-    reachable = _reachable_nonterminals(grammar.start, productive_productions, grammar.is_terminal)
-    kept = [p for p in productive_productions if p.lhs in reachable]
-    return replace(grammar, productions=tuple(replace(p, index=i) for i, p in enumerate(kept)))
 
 
 # --- grammar analyses on names ------------------------------------------------------------
@@ -163,51 +143,12 @@ def _check_symbols(grammar: Grammar) -> None:
                 )
 
 
-def _empty_language(grammar: Grammar) -> GrammarError:
-    return GrammarError(
-        f"the language is empty: the start symbol {grammar.start!r} derives no terminal string",
-        source=grammar.name,
-    )
-
-
 def _production_text(production: Production) -> str:
     return " ".join([production.lhs, "->", *production.rhs])
 
 
 def _item_text(lhs: str, rhs: tuple[str, ...], dot: int) -> str:
     return " ".join([lhs, "->", *rhs[:dot], "•", *rhs[dot:]])
-
-
-def _productive_nonterminals(grammar: Grammar) -> set[str]:
-    """Nonterminals that derive at least one terminal string."""
-    productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for p in grammar.productions:
-            if p.lhs not in productive and all(
-                grammar.is_terminal(s) or s in productive for s in p.rhs
-            ):
-                productive.add(p.lhs)
-                changed = True
-    return productive
-
-
-def _reachable_nonterminals(
-    start: str, productions: Iterable[Production], is_terminal: Callable[[str], bool]
-) -> set[str]:
-    """Nonterminals that occur in some sentential form derived from ``start``."""
-    successors: dict[str, list[str]] = {}
-    for p in productions:
-        successors.setdefault(p.lhs, []).extend(s for s in p.rhs if not is_terminal(s))
-    reachable = {start}
-    pending = [start]
-    while pending:
-        for symbol in successors.get(pending.pop(), ()):
-            if symbol not in reachable:
-                reachable.add(symbol)
-                pending.append(symbol)
-    return reachable
 
 
 # --- integer coding -----------------------------------------------------------------------
@@ -221,6 +162,7 @@ class _CodedGrammar:
     """
 
     def __init__(self, grammar: Grammar):
+        self.source = grammar.name
         self.terminal_names = (*(t.name for t in grammar.terminals), END)
         self.end = len(grammar.terminals)
         self.n_terminals = self.end + 1
@@ -509,6 +451,7 @@ def _conflict(
         [coded.render_item(item) for item in shift_items + reduce_items],
         coded.terminal_names[terminal],
         "shift/reduce" if shifts else "reduce/reduce",
+        source=coded.source,
     )
 
 

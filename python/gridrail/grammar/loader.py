@@ -30,6 +30,7 @@ from gridrail.grammar.lark_syntax import (
     parse_lark,
 )
 from gridrail.grammar.model import Grammar, Production, TerminalDef
+from gridrail.grammar.reduce import reduce_grammar
 
 # Readable names for anonymous punctuation terminals (the names Lark users know).
 _PUNCTUATION_NAMES = {
@@ -201,16 +202,12 @@ class _Loader:
             raise self.error(f"only terminals can be imported, {name} is a rule", st.line)
         if local in self.terminal_defs:
             return
-        self.terminal_defs[local] = Definition(
-            local, True, d.body, d.priority, st.line, st.column
-        )
+        self.terminal_defs[local] = Definition(local, True, d.body, d.priority, st.line, st.column)
         for dep in _refs(d.body):
             # dependencies keep their names inside a private namespace
             self._import_with_dependencies(library, dep.name, dep.name, st)
 
     def _check_nonempty(self, grammar: Grammar) -> None:
-        from gridrail.grammar.lalr import reduce_grammar
-
         try:
             reduce_grammar(grammar)
         except GrammarError as exc:
@@ -298,9 +295,8 @@ class _Loader:
             ):
                 return name
         for name, existing in self.specs.items():
-            if name.startswith("__ANON") or name not in self.terminal_defs:
-                if existing == spec:
-                    return name
+            if name not in self.terminal_defs and existing == spec:
+                return name
         name = None
         if isinstance(node, Literal):
             v = node.value
@@ -363,7 +359,9 @@ class _Loader:
             raise self.error(f"a literal range can only appear in a terminal (rule {rule})")
         if isinstance(node, Sequence):
             parts = [self._alternatives(item, rule, rules) for item in node.items]
-            return _dedup(tuple(itertools.chain.from_iterable(p)) for p in itertools.product(*parts))
+            return _dedup(
+                tuple(itertools.chain.from_iterable(p)) for p in itertools.product(*parts)
+            )
         if isinstance(node, Choice):
             return _dedup(
                 rhs for option in node.options for rhs in self._alternatives(option, rule, rules)
@@ -441,6 +439,7 @@ class _Loader:
             )
             for i, (lhs, rhs, alias, origin) in enumerate(kept)
         )
+
 
 def _is_single_atom(body: Choice) -> bool:
     return len(body.options) == 1 and len(body.options[0].items) == 1

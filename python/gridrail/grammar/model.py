@@ -33,7 +33,7 @@ class TerminalDef:
 
 @dataclass(frozen=True)
 class Production:
-    """``lhs -> rhs``; ``rhs`` holds symbol names (terminal names are those of ``Grammar.terminals``).
+    """``lhs -> rhs``; ``rhs`` holds symbol names (terminals are named as in ``Grammar.terminals``).
 
     ``alias`` is the ``-> name`` alias if any; ``origin`` the user-visible rule this production
     was expanded from (EBNF helpers and inlined ``?rule``s point back to their source rule).

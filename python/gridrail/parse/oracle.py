@@ -5,9 +5,9 @@ lexeme in progress, the DFA state at its last accepting position, and the bytes 
 (requeued on emission). Every field is bounded by the current lexeme or the stack, never by the
 output length, and a configuration is immutable: forking one is copying a reference.
 
-Semantics (docs/semantics.md): maximal munch over all terminals; the lexeme becomes the first-defined
-terminal of its top shadowing class that is in V = A(stack) ∪ ignored; bytes after the emitted
-lexeme are rescanned under the new stack.
+Semantics (docs/semantics.md): maximal munch over all terminals; the lexeme becomes the
+first-defined terminal of its top shadowing class that is in V = A(stack) ∪ ignored; bytes after
+the emitted lexeme are rescanned under the new stack.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class Oracle:
 
     # -- stopping
     def finalize(self, cfg: Configuration) -> StackNode | None:
-        """Close the pending lexeme as if a byte that ends every lexeme arrived; None if it can't."""
+        """Close the pending lexeme as if a byte that ends every lexeme came; None if it can't."""
         while cfg.lexeme_length:
             if cfg.accept_state < 0:
                 return None

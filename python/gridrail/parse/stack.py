@@ -25,7 +25,9 @@ class StackNode:
         if parent is None:
             self.hash = 0
         else:  # H(node) = low64 BLAKE2b-128(H(parent) || u32 state || u32 symbol)
-            digest = hashlib.blake2b(_PACK(parent.hash, state, symbol & 0xFFFFFFFF), digest_size=16).digest()
+            digest = hashlib.blake2b(
+                _PACK(parent.hash, state, symbol & 0xFFFFFFFF), digest_size=16
+            ).digest()
             self.hash = int.from_bytes(digest[:8], "little")
         # Memo slots (filled on first use; valid forever because nodes never change):
         self.allowed: int | None = None  # bit mask of terminals shiftable from this stack

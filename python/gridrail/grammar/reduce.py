@@ -1,0 +1,74 @@
+"""Useless-symbol elimination: keep only productive, reachable nonterminals.
+
+Reducedness is load-bearing (paper §2 L2): in a reduced grammar every LR stack the parser can
+reach has a completion, so "the parser has not failed" means "viable prefix" and masks have no
+dead ends. Role projections (L2) call this after taking a production subset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from gridrail.errors import GrammarError
+from gridrail.grammar.model import Grammar, Production
+
+
+def reduce_grammar(grammar: Grammar) -> Grammar:
+    """``grammar`` without unproductive, then unreachable, nonterminals' productions.
+
+    A production is kept iff every symbol in it is productive and its lhs is reachable from the
+    start symbol through kept productions. Terminals are kept and never renumbered; the kept
+    productions keep their order and are renumbered 0..n-1, as ``build_lalr`` expects.
+    Raises ``GrammarError`` if the start symbol is unproductive (the language is empty).
+    """
+    productive = productive_nonterminals(grammar)
+    if grammar.start not in productive:
+        raise empty_language(grammar)
+    productive_productions = [
+        p
+        for p in grammar.productions
+        if p.lhs in productive and all(grammar.is_terminal(s) or s in productive for s in p.rhs)
+    ]
+    reachable = reachable_nonterminals(grammar.start, productive_productions, grammar.is_terminal)
+    kept = [p for p in productive_productions if p.lhs in reachable]
+    return replace(grammar, productions=tuple(replace(p, index=i) for i, p in enumerate(kept)))
+
+
+def empty_language(grammar: Grammar) -> GrammarError:
+    return GrammarError(
+        f"the language is empty: the start symbol {grammar.start!r} derives no terminal string",
+        source=grammar.name,
+    )
+
+
+def productive_nonterminals(grammar: Grammar) -> set[str]:
+    """Nonterminals that derive at least one terminal string."""
+    productive: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for p in grammar.productions:
+            if p.lhs not in productive and all(
+                grammar.is_terminal(s) or s in productive for s in p.rhs
+            ):
+                productive.add(p.lhs)
+                changed = True
+    return productive
+
+
+def reachable_nonterminals(
+    start: str, productions: Iterable[Production], is_terminal: Callable[[str], bool]
+) -> set[str]:
+    """Nonterminals that occur in some sentential form derived from ``start``."""
+    successors: dict[str, list[str]] = {}
+    for p in productions:
+        successors.setdefault(p.lhs, []).extend(s for s in p.rhs if not is_terminal(s))
+    reachable = {start}
+    pending = [start]
+    while pending:
+        for symbol in successors.get(pending.pop(), ()):
+            if symbol not in reachable:
+                reachable.add(symbol)
+                pending.append(symbol)
+    return reachable
