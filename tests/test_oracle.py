@@ -114,3 +114,23 @@ def test_viability_is_prefix_closed(text: str) -> None:
     for k in range(len(data) + 1):
         viable = oracle.first_error(data[:k]) is None
         assert viable == (first is None or k <= first)
+
+
+def test_configuration_hash_is_rolling_and_path_independent(tiny: Oracle) -> None:
+    a = tiny.feed(tiny.initial, b"select a , b from ")
+    b = tiny.feed(tiny.initial, b"SELECT a,b  FROM\n")
+    c = tiny.feed(tiny.initial, b"select a , ")
+    assert a.stack.states() == b.stack.states()
+    assert a.stack.hash == b.stack.hash != c.stack.hash
+    assert tiny.initial.stack.hash == 0
+    # one push mixes only the parent's hash: the stack is never rehashed
+    assert a.stack.depth == len(a.stack.states()) - 1
+
+
+def test_nothing_in_a_configuration_grows_with_the_output(tiny: Oracle) -> None:
+    cfg = tiny.feed(tiny.initial, b"select a")
+    for _ in range(500):
+        cfg = tiny.feed(cfg, b", a")
+    # the stack is left-recursive here, so its depth stays bounded; the scan state is one lexeme
+    assert cfg.stack.depth < 10
+    assert cfg.lexeme_length == 1 and cfg.tail == b""

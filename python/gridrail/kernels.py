@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gridrail.grammar.scanner import ScannerAutomaton
 
-ScanRunner = Callable[[int, bytes], tuple[int, int]]
+# (state reached, bytes consumed, last accept end or -1, its state or -1): see
+# `ScannerAutomaton.run`.
+ScanResult = tuple[int, int, int, int]
+ScanRunner = Callable[[int, bytes], ScanResult]
 
 
 def _load_kernels() -> ModuleType | None:
@@ -37,4 +40,5 @@ def make_scan_runner(scanner: ScannerAutomaton) -> ScanRunner:
     if _kernels is None:
         return scanner.run
     # Native-endian int32 bytes: the cheapest way to hand the table to Rust.
-    return _kernels.ScanTable(scanner.transitions.tobytes()).run
+    accepting = bytes(1 if mask else 0 for mask in scanner.accept_mask)
+    return _kernels.ScanTable(scanner.transitions.tobytes(), accepting).run

@@ -12,12 +12,16 @@ position in the sequence given, so a subset of a grammar's terminals keeps its n
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gridrail.errors import GrammarError, RegexError
 from gridrail.grammar.dfa import DEAD, ByteDFA, compile_regex, expand_table, minimize_table
 from gridrail.grammar.model import TerminalDef
+
+if TYPE_CHECKING:
+    from gridrail.kernels import ScanResult, ScanRunner
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +41,7 @@ class ScannerAutomaton:
     accept_mask: tuple[int, ...] = field(init=False, repr=False)
     live_mask: tuple[int, ...] = field(init=False, repr=False)
     # The fastest available implementation of `run` (the Rust kernel when it is enabled).
-    fast_run: Callable[[int, bytes], tuple[int, int]] = field(init=False, repr=False)
+    fast_run: ScanRunner = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         from gridrail.kernels import make_scan_runner
@@ -50,21 +54,29 @@ class ScannerAutomaton:
         """The state after one byte, or -1 when no terminal is live any more."""
         return self.transitions[(state << 8) | byte]
 
-    def run(self, state: int, data: bytes) -> tuple[int, int]:
+    def run(self, state: int, data: bytes) -> ScanResult:
         """Consume ``data`` from ``state`` until the next byte would be dead.
 
-        Returns (state reached, number of bytes consumed). This is the reference semantics of the
-        Rust kernel ``ScanTable.run``.
+        Returns ``(state, consumed, accept_end, accept_state)``: the state reached, the number of
+        bytes consumed, and the last accepting position passed on the way: the largest
+        ``accept_end`` in 1..consumed whose state ``accept_state`` accepts some terminal (both -1
+        if none; ``state`` itself, before any byte, never counts). This is the reference
+        semantics of the Rust kernel ``ScanTable.run``.
         """
         if not 0 <= state < self.num_states:
             raise ValueError(f"state {state} out of range for {self.num_states} states")
         table = self.transitions
+        accept_mask = self.accept_mask
+        accept_end = accept_state = -1
         for consumed, byte in enumerate(data):
             nxt = table[(state << 8) | byte]
             if nxt < 0:
-                return state, consumed
+                return state, consumed, accept_end, accept_state
             state = nxt
-        return state, len(data)
+            if accept_mask[state]:
+                accept_end = consumed + 1
+                accept_state = state
+        return state, len(data), accept_end, accept_state
 
 
 def build_scanner(

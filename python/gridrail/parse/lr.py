@@ -15,7 +15,16 @@ from gridrail.parse.stack import StackNode
 class LRMachine:
     """The parser half of the oracle: immutable tables, pure functions of stack nodes."""
 
-    __slots__ = ("_action", "_goto", "_productions", "end", "nonterminal_base")
+    __slots__ = (
+        "_action",
+        "_all_terminals",
+        "_goto",
+        "_productions",
+        "_reductions",
+        "_shift_mask",
+        "end",
+        "nonterminal_base",
+    )
 
     def __init__(self, tables: LalrTables):
         self._action = tables.action
@@ -23,6 +32,20 @@ class LRMachine:
         self._productions = tables.productions
         self.end = tables.end
         self.nonterminal_base = tables.end + 1  # stack symbols: terminals, $END, then nonterminals
+        self._all_terminals = (1 << tables.end) - 1  # $END is never "allowed": see accepts_end
+        # Per state: the terminals it shifts, and the terminals of each reduction, as bit masks.
+        self._shift_mask: list[int] = []
+        self._reductions: list[tuple[tuple[int, int], ...]] = []
+        for row in tables.action:
+            shifts = 0
+            groups: dict[int, int] = {}
+            for terminal, move in row.items():
+                if move >= 0:
+                    shifts |= 1 << terminal
+                elif move != ACCEPT:
+                    groups[move] = groups.get(move, 0) | 1 << terminal
+            self._shift_mask.append(shifts)
+            self._reductions.append(tuple(sorted(groups.items())))
 
     def can_shift(self, node: StackNode, terminal: int) -> bool:
         """Would `terminal` be shifted (or, for $END, accepted) after the reduce chain?"""
@@ -50,11 +73,25 @@ class LRMachine:
         """Bit mask of the terminals that can be shifted from this stack (memoized on the node)."""
         mask = node.allowed
         if mask is None:
-            mask = 0
-            for terminal in self._action[node.state]:
-                if terminal != self.end and self.can_shift(node, terminal):
-                    mask |= 1 << terminal
-            node.allowed = mask
+            mask = node.allowed = self._shiftable(node, [], self._all_terminals)
+        return mask
+
+    def _shiftable(self, node: StackNode, overlay: list[int], wanted: int) -> int:
+        """Simulate the reduce chains of a set of terminals at once: terminals that take the same
+        reduction share one pop-and-goto, so each distinct path is walked once."""
+        state = overlay[-1] if overlay else node.state
+        mask = self._shift_mask[state] & wanted
+        for move, group in self._reductions[state]:
+            group &= wanted
+            if not group:
+                continue
+            lhs, length = self._productions[-1 - move]
+            below_overlay = overlay[: max(0, len(overlay) - length)]
+            below = node
+            for _ in range(length - (len(overlay) - len(below_overlay))):
+                below = below.parent  # type: ignore[assignment]
+            top = below_overlay[-1] if below_overlay else below.state
+            mask |= self._shiftable(below, [*below_overlay, self._goto[top][lhs]], group)
         return mask
 
     def accepts_end(self, node: StackNode) -> bool:

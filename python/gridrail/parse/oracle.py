@@ -39,6 +39,7 @@ class Oracle:
         self.lr = LRMachine(compiled.tables)
         scanner = compiled.scanner
         self._trans = scanner.transitions
+        self._run = scanner.fast_run
         self._live = scanner.live_mask
         self._accept = scanner.accept_mask
         self._start_scan = scanner.start
@@ -66,25 +67,56 @@ class Oracle:
     def feed(self, cfg: Configuration, data: bytes) -> Configuration:
         """Feed bytes; ParseError (with the offset into `data`) at the first byte after which the
         input is no longer a viable prefix."""
-        for offset, byte in enumerate(data):
-            nxt = self._scan_byte(cfg, byte)
-            if nxt is None or not self.is_viable(nxt):
-                raise ParseError(
-                    f"byte {offset} ({bytes([byte])!r}) cannot continue the input",
-                    offset,
-                    self._expected(cfg),
-                )
-            cfg = nxt
-        return cfg
+        last, failed_at = self._advance(cfg, data)
+        if failed_at >= 0:
+            byte = data[failed_at : failed_at + 1]
+            raise ParseError(
+                f"byte {failed_at} ({byte!r}) cannot continue the input",
+                failed_at,
+                self._expected(last),
+            )
+        return last
 
     def try_feed(self, cfg: Configuration, data: bytes) -> Configuration | None:
         """Like `feed`, returning None instead of raising."""
-        for byte in data:
-            nxt = self._scan_byte(cfg, byte)
+        last, failed_at = self._advance(cfg, data)
+        return None if failed_at >= 0 else last
+
+    def _advance(self, cfg: Configuration, data: bytes) -> tuple[Configuration, int]:
+        """(final configuration, -1), or (last good configuration, offset of the bad byte)."""
+        offset, end = 0, len(data)
+        while offset < end:
+            cfg, offset = self._advance_within_lexeme(cfg, data, offset)
+            if offset == end:
+                break
+            nxt = self._scan_byte(cfg, data[offset])
             if nxt is None or not self.is_viable(nxt):
-                return None
+                return cfg, offset
             cfg = nxt
-        return cfg
+            offset += 1
+        return cfg, -1
+
+    def _advance_within_lexeme(
+        self, cfg: Configuration, data: bytes, offset: int
+    ) -> tuple[Configuration, int]:
+        """Take, in one scanner-kernel call, the bytes that extend the pending lexeme while it
+        stays viable by rule (i). Live sets only shrink along a DFA path, so rule (i) at the
+        last state holds at every state before it; otherwise the byte-by-byte path decides."""
+        chunk = data[offset:]
+        state, consumed, accept_end, accept_state = self._run(cfg.scan_state, chunk)
+        if not consumed:
+            return cfg, offset
+        v = self.lr.allowed_mask(cfg.stack) | self._ignored
+        if not self._live[state] & v:
+            return cfg, offset
+        length = cfg.lexeme_length + consumed
+        if accept_end > 0:
+            cfg = Configuration(cfg.stack, state, length, accept_state, chunk[accept_end:consumed])
+        else:
+            cfg = Configuration(
+                cfg.stack, state, length, cfg.accept_state, cfg.tail + chunk[:consumed]
+            )
+        return cfg, offset + consumed
 
     def is_viable(self, cfg: Configuration) -> bool:
         """Can the pending lexeme still end in a way the grammar accepts (docs/semantics.md)?"""
