@@ -15,18 +15,19 @@ mod bindings {
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
 
-    /// `ScanTable(transitions)`: `transitions` is the flat table of a `ScannerAutomaton`, either
-    /// as native-endian int32 `bytes` (`array('i').tobytes()`) or as a sequence of ints.
+    /// `ScanTable(transitions, accepting)`: `transitions` is the flat table of a
+    /// `ScannerAutomaton`, either as native-endian int32 `bytes` (`array('i').tobytes()`) or as a
+    /// sequence of ints; `accepting` is `bytes` with one flag per state (1 = accepting, 0 = not).
     #[pyclass(name = "ScanTable", module = "gridrail._kernels", frozen)]
     struct PyScanTable(scan::ScanTable);
 
     #[pymethods]
     impl PyScanTable {
         #[new]
-        fn new(transitions: &Bound<'_, PyAny>) -> PyResult<Self> {
+        fn new(transitions: &Bound<'_, PyAny>, accepting: &[u8]) -> PyResult<Self> {
             let table = match transitions.downcast::<PyBytes>() {
-                Ok(bytes) => scan::ScanTable::from_ne_bytes(bytes.as_bytes()),
-                Err(_) => scan::ScanTable::new(transitions.extract::<Vec<i32>>()?),
+                Ok(bytes) => scan::ScanTable::from_ne_bytes(bytes.as_bytes(), accepting),
+                Err(_) => scan::ScanTable::new(transitions.extract::<Vec<i32>>()?, accepting),
             };
             table.map(Self).map_err(value_error)
         }
@@ -36,14 +37,20 @@ mod bindings {
             self.0.num_states()
         }
 
-        /// `run(state, data) -> (state, consumed)`, exactly `ScannerAutomaton.run`.
-        fn run(&self, py: Python<'_>, state: i64, data: &[u8]) -> PyResult<(i32, usize)> {
+        /// `run(state, data) -> (state, consumed, accept_end, accept_state)`, exactly
+        /// `ScannerAutomaton.run`.
+        fn run(
+            &self,
+            py: Python<'_>,
+            state: i64,
+            data: &[u8],
+        ) -> PyResult<(i32, usize, isize, i32)> {
             let result = if data.len() >= RELEASE_GIL_FROM {
                 py.allow_threads(|| self.0.run(state, data))
             } else {
                 self.0.run(state, data)
             };
-            result.map_err(value_error)
+            result.map(scan::Scan::to_tuple).map_err(value_error)
         }
     }
 

@@ -17,28 +17,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gridrail import kernels
-from gridrail.grammar.model import TerminalDef
-from gridrail.grammar.scanner import build_scanner
+from gridrail.grammar.compiled import compile_grammar
+from gridrail.grammar.model import Grammar
 
-SCANNER = build_scanner(
-    [
-        TerminalDef(name, index, pattern, flags, 0, False)
-        for index, (name, pattern, flags) in enumerate(
-            [
-                ("SELECT", "select", "i"),
-                ("NAME", r"[A-Za-z_][A-Za-z0-9_]*", ""),
-                ("NUMBER", r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?", ""),
-                ("STRING", r"'(?:[^']|'')*'", ""),
-                ("WS", r"\s+", ""),
-                ("COMMENT", r"/\*(?:[^*]|\*+[^*/])*\*+/", ""),
-                ("WORD", r"\w+", ""),
-            ]
-        )
-    ]
+# The scanner the parser uses for the bundled sqlite grammar.
+SCANNER = compile_grammar(Grammar.bundled("sqlite")).scanner
+ACCEPTING = bytes(1 if mask else 0 for mask in SCANNER.accept_mask)
+SQL_SNIPPETS = [
+    "SELECT", "select", "FROM", "where", "count", "current_timestamp", "t1.name", "_x1", "\"my t\"",
+    "'it''s'", "'", "1.5e+3", ".5", "0x1F", "--c\n", "/* c */", "/**/", "<=", "<>", "!=", "||",
+    "(", ")", "*", ",", ";", " ", "\t\n", "é", "中", "😀", "?", ":v", "@v", "$v", "[x]", "`y`",
+]  # fmt: skip
+SQL_BYTES = (
+    st.lists(st.sampled_from(SQL_SNIPPETS), max_size=8).map(lambda parts: "".join(parts).encode())
+    | st.text("selctSELCT_a1 .e+'\"*/-\t\n<>=!中é", max_size=40).map(str.encode)
+    | st.binary(max_size=40)
 )
-LEXEME_BYTES = st.binary(max_size=40) | st.text("selctSELCT_a1 .e+'*/\t\n中é", max_size=40).map(
-    str.encode
-)
+STATES = st.integers(0, SCANNER.num_states - 1)
 
 
 def _scan_table_class():
@@ -49,36 +44,73 @@ def _scan_table_class():
     return rust.ScanTable
 
 
+def _rust_table():
+    return _scan_table_class()(SCANNER.transitions.tobytes(), ACCEPTING)
+
+
+def test_sqlite_scanner_has_accepting_and_non_accepting_states() -> None:
+    assert 0 < sum(ACCEPTING) < SCANNER.num_states
+    assert not ACCEPTING[SCANNER.start]
+
+
 @settings(max_examples=500, deadline=None)
-@given(state=st.integers(0, SCANNER.num_states - 1), data=LEXEME_BYTES)
+@given(state=STATES, data=SQL_BYTES)
 def test_scan_table_run_equals_python_run(state: int, data: bytes) -> None:
-    table = _scan_table_class()(SCANNER.transitions.tobytes())
-    assert table.run(state, data) == SCANNER.run(state, data)
+    assert _rust_table().run(state, data) == SCANNER.run(state, data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=SQL_BYTES)
+def test_scan_table_run_from_start_equals_python_run(data: bytes) -> None:
+    assert _rust_table().run(SCANNER.start, data) == SCANNER.run(SCANNER.start, data)
+
+
+def test_scan_table_reports_last_accept() -> None:
+    table = _rust_table()
+    # "1.5e" stops in a non-accepting state; the last lexeme end is after "1.5".
+    state, consumed, accept_end, accept_state = table.run(SCANNER.start, b"1.5e")
+    assert consumed == 4 and not SCANNER.accept_mask[state]
+    assert accept_end == 3 and SCANNER.accept_mask[accept_state]
+    assert table.run(SCANNER.start, b"1.5e") == SCANNER.run(SCANNER.start, b"1.5e")
+    # Nothing accepted: an unterminated string.
+    assert table.run(SCANNER.start, b"'abc")[2:] == (-1, -1)
+    assert table.run(SCANNER.start, b"")[2:] == (-1, -1)
 
 
 def test_scan_table_accepts_int_sequences() -> None:
     scan_table = _scan_table_class()
     for transitions in (SCANNER.transitions, list(SCANNER.transitions)):
-        table = scan_table(transitions)
+        table = scan_table(transitions, ACCEPTING)
         assert table.num_states == SCANNER.num_states
-        assert table.run(SCANNER.start, b"select 1") == SCANNER.run(SCANNER.start, b"select 1")
+        data = b"select 1"
+        assert table.run(SCANNER.start, data) == SCANNER.run(SCANNER.start, data)
 
 
 def test_scan_table_long_input() -> None:
     # Long enough that the kernel releases the GIL.
-    table = _scan_table_class()(SCANNER.transitions.tobytes())
+    table = _rust_table()
     data = b"x" * 200_000 + b"!"
     assert table.run(SCANNER.start, data) == SCANNER.run(SCANNER.start, data)
-    assert table.run(SCANNER.start, data)[1] == 200_000
+    state, consumed, accept_end, accept_state = table.run(SCANNER.start, data)
+    assert consumed == accept_end == 200_000
+    assert accept_state == state
 
 
 def test_scan_table_errors() -> None:
     scan_table = _scan_table_class()
     with pytest.raises(ValueError, match="multiple of 256"):
-        scan_table(array("i", [-1] * 255).tobytes())
+        scan_table(array("i", [-1] * 255).tobytes(), b"\0")
     with pytest.raises(ValueError, match="not -1 or a state"):
-        scan_table([5] * 256)
-    table = scan_table(SCANNER.transitions.tobytes())
+        scan_table([5] * 256, b"\0")
+    transitions = SCANNER.transitions.tobytes()
+    for accepting in (ACCEPTING[:-1], ACCEPTING + b"\0", b""):
+        with pytest.raises(ValueError, match=r"accepting flags have length \d+, expected \d+"):
+            scan_table(transitions, accepting)
+    with pytest.raises(ValueError, match="accepting flag of state 0 is 2, not 0 or 1"):
+        scan_table(transitions, b"\2" + ACCEPTING[1:])
+    with pytest.raises(TypeError):
+        scan_table(transitions, list(ACCEPTING))
+    table = _rust_table()
     for state in (-1, SCANNER.num_states):
         with pytest.raises(ValueError) as rust_error:
             table.run(state, b"a")
@@ -92,7 +124,8 @@ def test_kernels_enabled_when_built() -> None:
     if os.environ.get("GRIDRAIL_KERNELS") == "0":
         pytest.skip("GRIDRAIL_KERNELS=0 in this environment")
     assert kernels.KERNELS_ENABLED
-    assert SCANNER.fast_run(SCANNER.start, b"select") == SCANNER.run(SCANNER.start, b"select")
+    for data in (b"select", b"1.5e", b"'abc"):
+        assert SCANNER.fast_run(SCANNER.start, data) == SCANNER.run(SCANNER.start, data)
     assert SCANNER.fast_run != SCANNER.run
 
 
@@ -104,6 +137,8 @@ def test_python_reference_when_disabled() -> None:
         "s = build_scanner([TerminalDef('A', 0, 'a+', '', 0, False)])\n"
         "assert kernels.make_scan_runner(s) == s.run\n"
         "assert s.fast_run == s.run\n"
+        "assert s.fast_run(s.start, b'aab') == (s.step(s.start, 97), 2, 2, s.step(s.start, 97))\n"
+        "assert s.fast_run(s.start, b'b') == (s.start, 0, -1, -1)\n"
         "print(kernels.KERNELS_ENABLED)\n"
     )
     env = {**os.environ, "GRIDRAIL_KERNELS": "0", "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -65,12 +65,49 @@ def test_sets_equal_per_terminal_answers(text: str, cut: int) -> None:
 @settings(max_examples=200, deadline=None)
 @given(state=st.integers(0, SCANNER.num_states - 1), data=st.binary(max_size=20))
 def test_run_stops_before_the_dead_byte(state: int, data: bytes) -> None:
-    end, consumed = SCANNER.run(state, data)
+    end, consumed, _, _ = SCANNER.run(state, data)
     expected = state
     for byte in data[:consumed]:
         expected = SCANNER.step(expected, byte)
     assert end == expected >= 0
     assert consumed == len(data) or SCANNER.step(end, data[consumed]) == -1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    state=st.integers(0, SCANNER.num_states - 1),
+    data=st.binary(max_size=20) | st.text(st.sampled_from(ALPHABET), max_size=14).map(str.encode),
+)
+def test_run_reports_the_last_accept_of_single_steps(state: int, data: bytes) -> None:
+    """accept_end/accept_state: the last accepting state of a byte-by-byte walk with ``step``."""
+    expected_end = expected_state = -1
+    current, consumed = state, 0
+    for byte in data:
+        nxt = SCANNER.step(current, byte)
+        if nxt < 0:
+            break
+        current, consumed = nxt, consumed + 1
+        if SCANNER.accept_mask[current]:
+            expected_end, expected_state = consumed, current
+    assert SCANNER.run(state, data) == (current, consumed, expected_end, expected_state)
+    assert SCANNER.fast_run(state, data) == SCANNER.run(state, data)
+
+
+def test_run_accept_examples() -> None:
+    start = SCANNER.start
+    select = reached(SCANNER, b"select")
+    assert SCANNER.run(start, b"select") == (select, 6, 6, select)
+    # "1.5e" is not a number, "1.5" is: the lexeme ends after 3 bytes.
+    num = reached(SCANNER, b"1.5")
+    state, consumed, accept_end, accept_state = SCANNER.run(start, b"1.5e+x")
+    assert (state, consumed) == (reached(SCANNER, b"1.5e+"), 5)
+    assert (accept_end, accept_state) == (3, num)
+    # An unterminated string accepts nothing; neither does the empty input.
+    assert SCANNER.run(start, b"'abc")[2:] == (-1, -1)
+    assert SCANNER.run(start, b"")[2:] == (-1, -1)
+    # The state the run starts in never counts, even if it accepts.
+    assert SCANNER.run(select, b"")[2:] == (-1, -1)
+    assert SCANNER.run(select, b"!")[2:] == (-1, -1)
 
 
 def test_run_rejects_bad_states() -> None:
@@ -111,7 +148,7 @@ def test_no_terminals() -> None:
     scanner = build_scanner([])
     assert scanner.num_states == 1
     assert scanner.live == (frozenset(),) and scanner.live_mask == (0,)
-    assert scanner.run(scanner.start, b"abc") == (scanner.start, 0)
+    assert scanner.run(scanner.start, b"abc") == (scanner.start, 0, -1, -1)
 
 
 def test_empty_string_terminal_is_an_error() -> None:
