@@ -9,7 +9,8 @@ Each input line is one statement, optionally followed by ``<TAB>db_id`` (strippe
 appended when the statement does not end with one. Prints the number of accepted and rejected
 lines, then for each rejected line its 1-based line number, the UTF-8 byte offset of the first
 error (``eos`` when the statement is a viable prefix that may not stop there) and the statement.
-Duplicate statements are checked once.
+Duplicate statements are checked once. On stderr: the runtime and the lexemes whose winner the
+terminal index decided (two or more candidates of the top shadowing class viable), by group.
 """
 
 from __future__ import annotations
@@ -71,9 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"line {number}: error at byte {verdict}: {sql}")
     print(
         f"# {len(verdicts)} distinct statements, {elapsed:.1f}s "
-        f"(grammar build {t_build:.1f}s), {ref.index_ties} index-decided rank ties",
+        f"(grammar build {t_build:.1f}s), {ref.index_ties} index-decided ties",
         file=sys.stderr,
     )
+    for (winner, others), count in ref.tie_groups.most_common():
+        print(f"#   {count:6d} x {winner} over {', '.join(others)}", file=sys.stderr)
     return 0
 
 

@@ -1,8 +1,9 @@
 """An independent reference implementation of docs/semantics.md, used as a differential oracle.
 
 It shares no code with ``gridrail``: it reads the same ``.lark`` text, lets lark build the
-terminal definitions and the LALR(1) tables, and implements contextual maximal munch, viable
-prefixes and the EOS gate itself, directly from the definitions (slowly, but obviously).
+terminal definitions and the LALR(1) tables, and implements maximal munch, the winner choice,
+viable prefixes and the EOS gate itself, as a direct transcription of the definitions (slowly,
+but obviously).
 
 What is taken from lark
 -----------------------
@@ -11,51 +12,82 @@ What is taken from lark
   literal, whether anonymous in a rule or a named terminal defined by one string (lark joins a
   concatenation of strings into one string pattern too);
 * the ignored set (``Lark.ignore_tokens``);
-* the LALR(1) parser through ``parse_interactive()``: ``accepts()`` (it simulates the reduce
-  chain for each candidate terminal, so it is exactly A(sigma), plus ``$END`` when the input may
-  end there), ``feed_token``. ``accepts()`` is memoized on the parser's state stack.
+* the LALR(1) tables and lark's own LR driver (``ParserState.feed_token``), run without tree
+  callbacks on a state stack that the reference keeps as a tuple. A(sigma) is computed exactly as
+  lark's ``InteractiveParser.accepts()`` does it -- feed each terminal of the top state's row to
+  a copy and keep those that do not raise (this simulates the reduce chain) -- and memoized on
+  the state stack; ``$END`` is acceptable when feeding it reaches lark's end state.
   Lark is built with a do-nothing custom lexer: lark's own lexers are never used (nor built:
   they would need interegular in strict mode and compile the patterns with ``re``).
 
-Terminal index (the last component of the rank)
------------------------------------------------
+Terminal index
+--------------
 Lark numbers terminals its own way (named definitions first, then anonymous literals). The
 reference instead numbers them by **first appearance in the grammar file**: each terminal gets
 the file offset of the earliest of (a) its definition ``NAME:`` / ``NAME.p:``, (b) a reference
 to it by name in a rule or an ``%ignore``, (c) a string/regex literal in a rule or an
 ``%ignore`` that lark maps to it (an anonymous literal whose pattern equals a named terminal's
 pattern *is* that terminal, as in lark). Terminals are sorted by that offset; the index is the
-position in that order. Only the relative order matters (it only breaks rank ties), so terminals
-that lark drops as unused do not disturb it. Literals/regexes inside terminal definitions are
-parts of that terminal, not appearances of others. A well-designed grammar never lets the index
-decide a tie between two overlapping terminals that are viable at the same position;
-``Reference.index_ties`` counts the lexemes whose winner the index did decide
-(``strict_ties=True`` raises instead).
+position in that order. Only the relative order matters, so terminals that lark drops as unused
+do not disturb it. Literals/regexes inside terminal definitions are parts of that terminal, not
+appearances of others.
+
+The shadowing class of a terminal is ``(priority, is_literal)``. ``Reference.index_ties`` counts
+the lexemes of the input (not of the look-ahead probes of rule (ii)) whose winner the index
+decided, i.e. whose top class had two or more candidates in V; ``Reference.tie_groups`` counts
+them by (winner, the other candidates of the top class in V); ``strict_ties=True`` raises
+``OracleError`` instead.
 
 Matching
 --------
 Patterns are compiled with the ``regex`` module (VERSION0, i.e. ``re`` syntax; note that case
 folding of ``(?i)`` follows ``regex``: ``s`` matches U+017F, ``k`` matches U+212A, ``i`` matches
-U+0130 but -- unlike ``re`` -- not U+0131). The longest full match at a position uses a POSIX
-(leftmost-longest) compilation of the pattern; "r is a prefix of some lexeme" uses
-``fullmatch(..., partial=True)``. Lexemes must be non-empty.
+U+0130 but -- unlike ``re`` -- not U+0131). "s is a prefix of a lexeme of tau" is
+``fullmatch(s, partial=True)``; "s is a lexeme of tau" is ``fullmatch(s)``. Lexemes must be
+non-empty. For a string s the reference keeps (memoized on s): the terminals having s as a
+prefix of a lexeme ("live"; s is live in the union automaton iff that set is non-empty; since
+prefixes of prefixes are prefixes, the set of s+c is the subset of the set of s that still
+matches), and the longest non-empty prefix of s that is a lexeme of some terminal (the last
+accepting position) with all the terminals of which it is a lexeme (the candidates C).
 
-Viability of a prefix
----------------------
-Lex from the start; at each lexeme start with remainder r (rest of the prefix) and viable set
-V = A(sigma) u I: if r is a prefix of a lexeme of some tau in V, the prefix is viable; otherwise
-take the longest full match of any tau in V inside r (none: not viable), give it to the winner
-by rank (priority, is_literal, -index), drop it if ignored or shift it, and continue after it.
-This equals the incremental form of docs/semantics.md: a forced emission happens exactly when r
-stops being live, the longest accepted prefix of a dead r is the longest full match inside it
-(a full match reaching the end of r would make r live), and requeued bytes are rescanned by the
-same rule.
+The procedure, transcribed from docs/semantics.md
+-------------------------------------------------
+A configuration is (state stack, pending lexeme r). Feeding a character c: if r+c is live in the
+union automaton, r := r+c. Otherwise c kills it: emit the longest accepting prefix of r (none:
+reject) as its winner -- the lowest-index terminal of (top class of C) n V, V = A(sigma) u I
+(none: reject) --, dropping it if ignored or shifting it, and feed the rest of r and then c
+again, one character at a time, from the empty lexeme.
 
-``first_error`` needs the first non-viable prefix, computed in one pass over the text: if at a
-lexeme start i the remainder is live up to (excluding) position P_i and dies at P_i, every
-prefix ending before P_i is viable and every longer one continues after the emitted lexeme, so
-first_error = max(P_i over the lexeme starts visited, P at the start where no full match exists),
-or None as soon as a remainder is live to the end of the text.
+``is_viable(prefix)``: feed the whole prefix (a rejection: not viable), then with pending r:
+(i) r is empty, or some terminal of V has r as a prefix of a lexeme: viable; else
+(ii) if r has an accepting prefix whose winner exists, try every kill character c (r+c not live):
+feed c to a copy and apply the definition again. This recursion is a reachability question
+(is some configuration satisfying (i) reachable through configurations satisfying the
+precondition of (ii)?), answered by a breadth-first search with a visited set, so that a cycle of
+configurations cannot make it loop; ``OracleError`` is raised if the search exceeds
+``_SEARCH_LIMIT`` configurations (never seen in practice: the probes end after one or two steps).
+
+``first_error``: feed the text one character at a time and return the first position whose
+prefix is not viable (a linear scan; the configuration after each character is kept, so this is
+one feeding pass plus one viability check per character).
+
+``eos_ok(prefix)``: feed the prefix (a rejection: no), then the emission cascade on r: while r is
+non-empty, emit its longest accepting prefix as its winner (none, or no winner: no) and continue
+with the rest; then ``$END`` must be acceptable. ``accepts_sentence`` is ``eos_ok``: as the
+definition says, it does not ask every shorter prefix to be viable. (Viability as defined is
+not prefix-closed in general -- see test_viability_as_defined_is_not_prefix_closed -- so a
+sentence can have a non-viable prefix; no bundled grammar has such a case.)
+
+Kill characters (the reference works on text)
+----------------------------------------------
+docs/semantics.md quantifies (ii) over *bytes* that kill the union DFA. The reference tries the
+128 ASCII characters -- for those, character and byte coincide -- plus ``_NON_ASCII_KILLS``
+(``é``, ``€``, U+1F600: one character of each UTF-8 length), each taken as a whole character
+that kills when r+c is not live. For a non-ASCII character this is a character-level stand-in
+for its lead byte; it only matters if no ASCII character can end the lexeme usefully, which no
+grammar here relies on. (Continuation bytes and bytes that never occur in UTF-8 cannot make
+(ii) hold: every lexeme is valid UTF-8, so the rescan reaches a lexeme start at such a byte
+with no accepting prefix and rejects.)
 
 Bytes
 -----
@@ -69,21 +101,30 @@ ends inside a character can never stop (EOS).
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from copy import copy
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import regex
 from lark import Lark, Token
+from lark.exceptions import UnexpectedToken
 from lark.lexer import Lexer, PatternStr
 from lark.load_grammar import _get_parser, _literal_to_pattern
+from lark.parsers.lalr_parser_state import ParserState
 
 __all__ = ["OracleError", "RefTerminal", "Reference", "terminal_order"]
 
 _END = "$END"
+_NON_ASCII_KILLS = ("\u00e9", "\u20ac", "\U0001f600")
+KILL_CHARACTERS: tuple[str, ...] = tuple(chr(b) for b in range(128)) + _NON_ASCII_KILLS
+_SEARCH_LIMIT = 20_000
 
 
 class OracleError(Exception):
-    """Raised by ``tokenize`` on a rejected input and by ``strict_ties`` on an index-decided tie."""
+    """Raised by ``tokenize`` on a rejected input, by ``strict_ties`` on an index-decided tie,
+    and when the viability search of rule (ii) exceeds its limit."""
 
 
 class _NoLexer(Lexer):
@@ -108,45 +149,25 @@ class RefTerminal:
     ignored: bool
 
     @property
-    def rank(self) -> tuple[int, bool, int]:
-        return (self.priority, self.is_literal, -self.index)
+    def shadow_class(self) -> tuple[int, bool]:
+        """Compared lexicographically; only the top class among the candidates can win."""
+        return (self.priority, self.is_literal)
 
 
-@dataclass
-class _Matcher:
-    term: RefTerminal
-    pattern: regex.Pattern
-    posix: regex.Pattern
-    _can_start: dict[str, bool] = field(default_factory=dict)
+class _Scan(NamedTuple):
+    """What the reference knows about a string s scanned from a lexeme start."""
 
-    def can_start(self, ch: str) -> bool:
-        ok = self._can_start.get(ch)
-        if ok is None:
-            ok = self.pattern.fullmatch(ch, partial=True) is not None
-            self._can_start[ch] = ok
-        return ok
+    live: frozenset[str]  # terminals having s as a prefix of one of their lexemes
+    accept: int  # length of the longest non-empty prefix of s that is a lexeme (0: none)
+    candidates: frozenset[str]  # the terminals having s[:accept] as a lexeme
 
-    def live(self, text: str, i: int, n: int) -> bool:
-        """text[i:n] is a prefix of (or equal to) some lexeme."""
-        return self.pattern.fullmatch(text, i, n, partial=True) is not None
 
-    def longest(self, text: str, i: int, n: int) -> int:
-        """Length of the longest non-empty lexeme at text[i:n], 0 if none."""
-        m = self.posix.match(text, i, n)
-        return 0 if m is None else m.end() - i
+class _Config(NamedTuple):
+    """A configuration: LR state stack, pending lexeme, and where it starts in the text."""
 
-    def live_extent(self, text: str, i: int, n: int) -> int:
-        """The largest j <= n with text[i:j] live (liveness is prefix-closed: binary search)."""
-        lo, hi = i, n  # lo is live (the empty prefix of a non-empty language)
-        if self.live(text, i, n):
-            return n
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.live(text, i, mid):
-                lo = mid
-            else:
-                hi = mid
-        return lo
+    stack: tuple[int, ...]
+    pending: str
+    start: int
 
 
 def terminal_order(grammar_text: str, lark_terminals) -> dict[str, int]:
@@ -218,6 +239,10 @@ def _utf8_completions(prefix: bytes) -> Iterator[str]:
             yield chr(cp)
 
 
+def _byte_offset(text: str, i: int) -> int:
+    return len(text[:i].encode("utf-8"))
+
+
 class Reference:
     """The reference language of a ``.lark`` grammar under gridrail's semantics."""
 
@@ -225,214 +250,286 @@ class Reference:
         self._lark = Lark(grammar_text, parser="lalr", lexer=_NoLexer, start=start)
         ignored = frozenset(self._lark.ignore_tokens)
         order = terminal_order(grammar_text, self._lark.terminals)
-        terms = []
-        for t in self._lark.terminals:
-            terms.append(
-                RefTerminal(
-                    name=t.name,
-                    index=order[t.name],
-                    regexp=t.pattern.to_regexp(),
-                    priority=t.priority,
-                    is_literal=isinstance(t.pattern, PatternStr),
-                    ignored=t.name in ignored,
-                )
+        terms = [
+            RefTerminal(
+                name=t.name,
+                index=order[t.name],
+                regexp=t.pattern.to_regexp(),
+                priority=t.priority,
+                is_literal=isinstance(t.pattern, PatternStr),
+                ignored=t.name in ignored,
             )
+            for t in self._lark.terminals
+        ]
         terms.sort(key=lambda t: t.index)
         self.terminals: tuple[RefTerminal, ...] = tuple(terms)
         self.ignored: frozenset[str] = ignored
-        self._matchers = {
-            t.name: _Matcher(t, regex.compile(t.regexp), regex.compile(t.regexp, regex.POSIX))
-            for t in terms
-        }
+        self._by_name = {t.name: t for t in terms}
+        self._patterns = {t.name: regex.compile(t.regexp) for t in terms}
         self.strict_ties = strict_ties
         self.index_ties = 0
+        self.tie_groups: Counter[tuple[str, tuple[str, ...]]] = Counter()
+        # lark's LR driver without tree callbacks (values are irrelevant here)
+        ip = self._lark.parse_interactive()
+        self._conf = copy(ip.parser_state.parse_conf)
+        self._conf.callbacks = {}
+        self._initial = _Config(tuple(ip.parser_state.state_stack), "", 0)
+        self._scans: dict[str, _Scan] = {}
         self._accepts: dict[tuple[int, ...], tuple[frozenset[str], bool]] = {}
-        self._candidates: dict[tuple[frozenset[str], str], tuple[_Matcher, ...]] = {}
+        self._shifts: dict[tuple[tuple[int, ...], str], tuple[int, ...]] = {}
+        self._viable_memo: dict[tuple[tuple[int, ...], str], bool] = {}
 
     # ---------------------------------------------------------------- parser access
 
-    def _parser(self):
-        return self._lark.parse_interactive()
-
-    def _viable(self, ip) -> tuple[frozenset[str], bool]:
-        """(V = A(sigma) u I, whether $END is acceptable), memoized on the state stack."""
-        key = tuple(ip.parser_state.state_stack)
-        hit = self._accepts.get(key)
-        if hit is None:
-            acc = ip.accepts()
-            hit = (frozenset(acc - {_END}) | self.ignored, _END in acc)
-            self._accepts[key] = hit
-        return hit
-
-    def _cands(self, viable: frozenset[str], ch: str) -> tuple[_Matcher, ...]:
-        key = (viable, ch)
-        hit = self._candidates.get(key)
-        if hit is None:
-            ms = (self._matchers[name] for name in viable)
-            hit = tuple(sorted((m for m in ms if m.can_start(ch)), key=lambda m: m.term.index))
-            self._candidates[key] = hit
-        return hit
-
-    # ---------------------------------------------------------------- lexing
-
-    def _winner(self, text: str, i: int, n: int, viable: frozenset[str]):
-        """Longest full match of any tau in V at text[i:n] and its winner: (term, length)."""
-        best: list[RefTerminal] = []
-        best_len = 0
-        for m in self._cands(viable, text[i]):
-            length = m.longest(text, i, n)
-            if length > best_len:
-                best, best_len = [m.term], length
-            elif length == best_len and length:
-                best.append(m.term)
-        if not best:
+    def _feed_lark(self, stack: tuple[int, ...], name: str) -> tuple[int, ...] | None:
+        """The state stack after lark feeds terminal ``name`` (None: lark rejects it)."""
+        state = ParserState(self._conf, None, list(stack), [None] * (len(stack) - 1))
+        try:
+            state.feed_token(Token(name, ""), name == _END)
+        except UnexpectedToken:
             return None
-        best.sort(key=lambda t: t.rank, reverse=True)
-        if len(best) > 1 and best[0].rank[:2] == best[1].rank[:2]:
+        return tuple(state.state_stack)
+
+    def _allowed(self, stack: tuple[int, ...]) -> tuple[frozenset[str], bool]:
+        """(V = A(sigma) u I, whether $END is acceptable), memoized on the state stack."""
+        hit = self._accepts.get(stack)
+        if hit is None:
+            row = self._conf.states[stack[-1]]
+            acc = {t for t in row if t.isupper() and self._feed_lark(stack, t) is not None}
+            hit = (frozenset(acc - {_END}) | self.ignored, _END in acc)
+            self._accepts[stack] = hit
+        return hit
+
+    def _shift(self, stack: tuple[int, ...], name: str) -> tuple[int, ...]:
+        key = (stack, name)
+        hit = self._shifts.get(key)
+        if hit is None:
+            hit = self._feed_lark(stack, name)
+            assert hit is not None, f"{name} was in A(sigma) but lark rejects it"
+            self._shifts[key] = hit
+        return hit
+
+    # ---------------------------------------------------------------- scanning
+
+    def _scan(self, s: str) -> _Scan:
+        """Liveness and last accepting position of s (memoized; built one character at a time
+        from the longest prefix already known)."""
+        hit = self._scans.get(s)
+        if hit is not None:
+            return hit
+        if len(self._scans) > 2_000_000:
+            self._scans.clear()
+        j = len(s)
+        while j > 0 and s[:j] not in self._scans:
+            j -= 1
+        if j == 0:
+            everything = frozenset(self._patterns)
+            known = self._scans[""] = _Scan(everything, 0, frozenset())
+        else:
+            known = self._scans[s[:j]]
+        for k in range(j + 1, len(s) + 1):
+            prefix = s[:k]
+            live = frozenset(
+                n for n in known.live if self._patterns[n].fullmatch(prefix, partial=True)
+            )
+            full = frozenset(n for n in live if self._patterns[n].fullmatch(prefix))
+            known = _Scan(live, k, full) if full else _Scan(live, known.accept, known.candidates)
+            self._scans[prefix] = known
+        return known
+
+    def _winner(
+        self, candidates: frozenset[str], viable: frozenset[str], *, record: bool, at: int = 0
+    ) -> RefTerminal | None:
+        """Rule 2: the lowest-index terminal of (top class of C) n V, None if that is empty."""
+        terms = [self._by_name[n] for n in candidates]
+        if not terms:
+            return None
+        top = max(t.shadow_class for t in terms)
+        eligible = sorted(
+            (t for t in terms if t.shadow_class == top and t.name in viable),
+            key=lambda t: t.index,
+        )
+        if not eligible:
+            return None
+        if record and len(eligible) > 1:
             self.index_ties += 1
+            others = tuple(t.name for t in eligible[1:])
+            self.tie_groups[(eligible[0].name, others)] += 1
             if self.strict_ties:
-                names = ", ".join(t.name for t in best)
-                raise OracleError(f"index decides the tie between {names} at {i}")
-        return best[0], best_len
+                names = ", ".join(t.name for t in eligible)
+                raise OracleError(f"the index decides between {names} at character {at}")
+        return eligible[0]
 
-    def _step(self, ip, term: RefTerminal, value: str) -> None:
-        if not term.ignored:
-            ip.feed_token(Token(term.name, value))
+    def _emit_longest(
+        self, cfg: _Config, record: bool, out: list | None
+    ) -> tuple[tuple[int, ...], int] | None:
+        """Emit the longest accepting prefix of the pending lexeme: (new stack, its length)."""
+        scan = self._scan(cfg.pending)
+        if not scan.accept:
+            return None
+        viable = self._allowed(cfg.stack)[0]
+        term = self._winner(scan.candidates, viable, record=record, at=cfg.start)
+        if term is None:
+            return None
+        lexeme = cfg.pending[: scan.accept]
+        if out is not None:
+            out.append((term.name, lexeme, cfg.start))
+        stack = cfg.stack if term.ignored else self._shift(cfg.stack, term.name)
+        return stack, scan.accept
 
-    def _cascade(self, text: str):
-        """Lex all of ``text`` (longest full match inside it at every step).
+    def _feed(
+        self, cfg: _Config, chars: str, *, record: bool = False, out: list | None = None
+    ) -> _Config | None:
+        """The incremental form: feed characters; None when the input is rejected."""
+        queue = deque(chars)
+        while queue:
+            c = queue.popleft()
+            if self._scan(cfg.pending + c).live:
+                cfg = _Config(cfg.stack, cfg.pending + c, cfg.start)
+                continue
+            emitted = self._emit_longest(cfg, record, out)
+            if emitted is None:
+                return None
+            stack, length = emitted
+            queue.extendleft(reversed(cfg.pending[length:] + c))
+            cfg = _Config(stack, "", cfg.start + length)
+        return cfg
 
-        Yields (start, V, end_ok) for each lexeme start, then, at the end, (len, V, end_ok).
-        Returns early (yielding (start, V, None) last) at a start with no full match.
-        """
-        ip = self._parser()
-        i, n = 0, len(text)
-        while True:
-            viable, end_ok = self._viable(ip)
-            if i >= n:
-                yield i, viable, end_ok, None
-                return
-            won = self._winner(text, i, n, viable)
-            yield i, viable, end_ok, won
-            if won is None:
-                return
-            term, length = won
-            self._step(ip, term, text[i : i + length])
-            i += length
+    def _finish(self, cfg: _Config, *, record: bool, out: list | None = None):
+        """The EOS emission cascade on the pending lexeme: the final stack, or None."""
+        while cfg.pending:
+            emitted = self._emit_longest(cfg, record, out)
+            if emitted is None:
+                return None
+            stack, length = emitted
+            cfg = _Config(stack, cfg.pending[length:], cfg.start + length)
+        return cfg.stack
+
+    # ---------------------------------------------------------------- viability
+
+    def _direct(self, cfg: _Config) -> bool:
+        """(i): r is empty, or a prefix of a lexeme of some terminal of V."""
+        if not cfg.pending:
+            return True
+        return bool(self._scan(cfg.pending).live & self._allowed(cfg.stack)[0])
+
+    def _may_emit(self, cfg: _Config) -> bool:
+        """The precondition of (ii): r has an accepting prefix whose winner exists."""
+        scan = self._scan(cfg.pending)
+        viable = self._allowed(cfg.stack)[0]
+        return bool(scan.accept) and self._winner(scan.candidates, viable, record=False) is not None
+
+    def _config_viable(self, cfg: _Config) -> bool:
+        """Is a (non-rejected) configuration a viable prefix: (i), or (ii) by search."""
+        if self._direct(cfg):
+            return True
+        key = (cfg.stack, cfg.pending)
+        hit = self._viable_memo.get(key)
+        if hit is not None:
+            return hit
+        seen = {key}
+        frontier = deque([cfg])
+        found = False
+        while frontier and not found:
+            here = frontier.popleft()
+            if not self._may_emit(here):
+                continue
+            for c in KILL_CHARACTERS:
+                if self._scan(here.pending + c).live:
+                    continue  # c does not kill the lexeme
+                nxt = self._feed(here, c)
+                if nxt is None or (nxt.stack, nxt.pending) in seen:
+                    continue
+                if self._direct(nxt):
+                    found = True
+                    break
+                seen.add((nxt.stack, nxt.pending))
+                frontier.append(nxt)
+                if len(seen) > _SEARCH_LIMIT:
+                    raise OracleError(f"viability search too large after {cfg.pending!r}")
+        self._viable_memo[key] = found
+        return found
+
+    def _completes_viably(self, cfg: _Config, partial: bytes) -> bool:
+        """Is cfg + (a character whose UTF-8 encoding starts with ``partial``) viable?"""
+        for ch in _utf8_completions(partial):
+            nxt = self._feed(cfg, ch)
+            if nxt is not None and self._config_viable(nxt):
+                return True
+        return False
+
+    # ---------------------------------------------------------------- public API
 
     def tokenize(self, text: str) -> list[tuple[str, str, int]]:
         """The lexemes of a complete input: (terminal, text, UTF-8 byte offset), ignored ones
-        included. Raises OracleError when some position has no full match."""
-        out = []
-        for i, _viable, _end_ok, won in self._cascade(text):
-            if i >= len(text):
-                return out
-            if won is None:
-                raise OracleError(f"no lexeme at byte {_byte_offset(text, i)}")
-            term, length = won
-            out.append((term.name, text[i : i + length], _byte_offset(text, i)))
-        return out
-
-    # ---------------------------------------------------------------- EOS gate
+        included, the pending lexeme closed by the EOS cascade (``$END`` is not required).
+        Raises OracleError on a rejection."""
+        out: list[tuple[str, str, int]] = []
+        cfg = self._feed(self._initial, text, record=True, out=out)
+        if cfg is None or self._finish(cfg, record=True, out=out) is None:
+            where = out[-1][2] + len(out[-1][1]) if out else 0
+            raise OracleError(f"rejected after character {where}")
+        return [(name, value, _byte_offset(text, i)) for name, value, i in out]
 
     def eos_ok(self, prefix: str | bytes) -> bool:
-        """May the output stop after ``prefix``? (It is then also a viable prefix.)"""
+        """May the output stop after ``prefix``?"""
         if isinstance(prefix, bytes):
             try:
                 prefix = prefix.decode("utf-8")
             except UnicodeDecodeError:
                 return False
-        for i, _viable, end_ok, won in self._cascade(prefix):
-            if i >= len(prefix):
-                return end_ok
-            if won is None:
-                return False
-        raise AssertionError("unreachable")
+        cfg = self._feed(self._initial, prefix, record=True)
+        if cfg is None:
+            return False
+        stack = self._finish(cfg, record=True)
+        return stack is not None and self._allowed(stack)[1]
 
     def accepts_sentence(self, text: str | bytes) -> bool:
-        """Is ``text`` a complete sentence (viable and passing the EOS gate)?"""
+        """Is ``text`` a complete sentence (it passes the EOS gate)?"""
         return self.eos_ok(text)
 
-    # ---------------------------------------------------------------- viability
-
-    def _first_error_char(self, text: str) -> int | None:
-        """Index of the first character c such that text[:c+1] is not viable, or None."""
-        ip = self._parser()
-        i, n = 0, len(text)
-        visited: list[tuple[int, frozenset[str]]] = []
-        while i < n:
-            viable, _ = self._viable(ip)
-            cands = self._cands(viable, text[i])
-            if any(m.live(text, i, n) for m in cands):
-                return None
-            visited.append((i, viable))
-            won = self._winner(text, i, n, viable)
-            if won is None:
-                return max(self._dead_at(text, k, n, v) for k, v in visited)
-            term, length = won
-            self._step(ip, term, text[i : i + length])
-            i += length
-        return None
-
-    def _dead_at(self, text: str, i: int, n: int, viable: frozenset[str]) -> int:
-        """The position at which the remainder starting at i stops being live (< n here)."""
-        return max([i] + [m.live_extent(text, i, n) for m in self._cands(viable, text[i])])
-
-    def _completion_viable(self, head: str, partial: bytes) -> bool:
-        """Is head + (a character whose UTF-8 encoding starts with ``partial``) viable?
-
-        ``head`` is viable. The procedure for head + ch follows the lexing of ``head`` alone
-        (a dead remainder's longest full match never contains ch) until a remainder
-        head[i:] + ch is live under that start's V."""
-        chars = list(_utf8_completions(partial))
-        if not chars:
+    def is_viable(self, prefix: str | bytes) -> bool:
+        """Is ``prefix`` a viable prefix? (Directly from the definition, not via first_error.)"""
+        tail = b""
+        if isinstance(prefix, bytes):
+            try:
+                prefix = prefix.decode("utf-8")
+            except UnicodeDecodeError as e:
+                if e.reason != "unexpected end of data":
+                    return False
+                prefix, tail = prefix[: e.start].decode("utf-8"), prefix[e.start :]
+        cfg = self._feed(self._initial, prefix)
+        if cfg is None:
             return False
-        n = len(head)
-        for i, viable, _end_ok, won in self._cascade(head):
-            for m in (self._matchers[name] for name in viable):
-                if i < n and not m.live(head, i, n):
-                    continue
-                rest = head[i:]
-                if any(m.pattern.fullmatch(rest + ch, partial=True) for ch in chars):
-                    return True
-            if i >= n or won is None:
-                return False
-        return False
-
-    def _refine(self, text: str, c: int) -> int:
-        """Byte offset of the first error, given the first rejected character c."""
-        base = _byte_offset(text, c)
-        encoded = text[c].encode("utf-8")
-        head = text[:c]
-        for k in range(1, len(encoded)):
-            if not self._completion_viable(head, encoded[:k]):
-                return base + k - 1
-        return base + len(encoded) - 1
+        return self._completes_viably(cfg, tail) if tail else self._config_viable(cfg)
 
     def first_error(self, text: str | bytes) -> int | None:
         """UTF-8 byte offset of the first byte b such that text[:b+1] is not viable, or None."""
+        data = b""
         if isinstance(text, bytes):
-            return self._first_error_bytes(text)
-        c = self._first_error_char(text)
-        return None if c is None else self._refine(text, c)
-
-    def _first_error_bytes(self, data: bytes) -> int | None:
-        try:
-            return self.first_error(data.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            start = e.start
-        head = data[:start].decode("utf-8")
-        c = self._first_error_char(head)
-        if c is not None:
-            return self._refine(head, c)
-        for k in range(1, len(data) - start + 1):
-            if not self._completion_viable(head, data[start : start + k]):
-                return start + k - 1
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as e:
+                text, data = text[: e.start].decode("utf-8"), text[e.start :]
+        cfg = self._initial
+        for i, ch in enumerate(text):
+            nxt = self._feed(cfg, ch, record=True)
+            if nxt is None or not self._config_viable(nxt):
+                return self._refine(cfg, text, i)
+            cfg = nxt
+        # an undecodable tail: its first byte that no character completes viably
+        for k in range(1, len(data) + 1):
+            if not self._completes_viably(cfg, data[:k]):
+                return len(text.encode("utf-8")) + k - 1
         return None
 
-    def is_viable(self, prefix: str | bytes) -> bool:
-        return self.first_error(prefix) is None
-
-
-def _byte_offset(text: str, i: int) -> int:
-    return len(text[:i].encode("utf-8"))
+    def _refine(self, before: _Config, text: str, i: int) -> int:
+        """Byte offset of the first error inside character i (text[:i] is viable, text[:i+1]
+        is not): the first proper prefix of its encoding that no character completes viably,
+        else its last byte."""
+        base = _byte_offset(text, i)
+        encoded = text[i].encode("utf-8")
+        for k in range(1, len(encoded)):
+            if not self._completes_viably(before, encoded[:k]):
+                return base + k - 1
+        return base + len(encoded) - 1
