@@ -237,15 +237,15 @@ def test_dead_lexeme_forces_the_emission() -> None:
     assert ref.first_error("a b") == 2  # "a " live for LONG, then dead at "b"
 
 
-def test_viability_as_defined_is_not_prefix_closed() -> None:
+def test_a_prefix_is_viable_only_if_every_shorter_prefix_is() -> None:
     # `ax`: LONG is not viable, so (i) fails; (ii): `a` is emitted as A, but the rest `x` plus
-    # a byte that kills `ax` (neither x, y nor z) never lexes. `axy`: a kill byte such as ";"
-    # emits A, then `xy` is XY and ";" is viable. docs/semantics.md defines viability per
-    # prefix, so `ax` is not viable while `axy` is, and `axy;` passes the EOS gate.
+    # a byte that kills `ax` (neither x, y nor z) never lexes. `axy` would pass the check on
+    # its own (";" kills it, A then XY), but viability is prefix-closed by definition: a decoder
+    # never gets past `ax`, so `axy` and `axy;` are not in the language.
     ref = Reference('start: A XY ";" | "#" LONG\nA: "a"\nXY: "xy"\nLONG: /a[xy]*z/\n')
-    assert ref.is_viable("a") and not ref.is_viable("ax") and ref.is_viable("axy")
+    assert ref.is_viable("a") and not ref.is_viable("ax") and not ref.is_viable("axy")
     assert ref.first_error("axy;") == 1
-    assert ref.eos_ok("axy;") and ref.accepts_sentence("axy;")
+    assert not ref.accepts_sentence("axy;")
 
 
 def test_unknown_character(tiny: Reference) -> None:

@@ -134,3 +134,13 @@ def test_nothing_in_a_configuration_grows_with_the_output(tiny: Oracle) -> None:
     # the stack is left-recursive here, so its depth stays bounded; the scan state is one lexeme
     assert cfg.stack.depth < 10
     assert cfg.lexeme_length == 1 and cfg.tail == b""
+
+
+def test_viability_is_prefix_closed_by_definition() -> None:
+    # docs/semantics.md: `ax` fails the check ((ii) looks one byte ahead), so `axy;` is not in
+    # the language even though `axy` alone would pass the check.
+    text = 'start: A XY ";" | "#" LONG\nA: "a"\nXY: "xy"\nLONG: /a[xy]*z/\n'
+    oracle = Oracle(compile_grammar(Grammar.from_lark(text)))
+    assert oracle.first_error(b"axy;") == 1
+    assert not oracle.accepts(b"axy;")
+    assert oracle.accepts(b"#axz")

@@ -58,14 +58,10 @@ reject) as its winner -- the lowest-index terminal of (top class of C) n V, V = 
 (none: reject) --, dropping it if ignored or shifting it, and feed the rest of r and then c
 again, one character at a time, from the empty lexeme.
 
-``is_viable(prefix)``: feed the whole prefix (a rejection: not viable), then with pending r:
-(i) r is empty, or some terminal of V has r as a prefix of a lexeme: viable; else
-(ii) if r has an accepting prefix whose winner exists, try every kill character c (r+c not live):
-feed c to a copy and apply the definition again. This recursion is a reachability question
-(is some configuration satisfying (i) reachable through configurations satisfying the
-precondition of (ii)?), answered by a breadth-first search with a visited set, so that a cycle of
-configurations cannot make it loop; ``OracleError`` is raised if the search exceeds
-``_SEARCH_LIMIT`` configurations (never seen in practice: the probes end after one or two steps).
+``is_viable(prefix)``: every prefix of it passes the check, which is, after feeding it (a
+rejection: fails) with pending r: (i) r is empty, or some terminal of V has r as a prefix of a
+lexeme; or (ii) r has an accepting prefix whose winner exists and some kill character c (r+c not
+live) leads, after the emission and the rescan, to a pending lexeme satisfying (i).
 
 ``first_error``: feed the text one character at a time and return the first position whose
 prefix is not viable (a linear scan; the configuration after each character is kept, so this is
@@ -73,10 +69,8 @@ one feeding pass plus one viability check per character).
 
 ``eos_ok(prefix)``: feed the prefix (a rejection: no), then the emission cascade on r: while r is
 non-empty, emit its longest accepting prefix as its winner (none, or no winner: no) and continue
-with the rest; then ``$END`` must be acceptable. ``accepts_sentence`` is ``eos_ok``: as the
-definition says, it does not ask every shorter prefix to be viable. (Viability as defined is
-not prefix-closed in general -- see test_viability_as_defined_is_not_prefix_closed -- so a
-sentence can have a non-viable prefix; no bundled grammar has such a case.)
+with the rest; then ``$END`` must be acceptable. ``accepts_sentence`` is "every prefix viable and
+``eos_ok``".
 
 Kill characters (the reference works on text)
 ----------------------------------------------
@@ -119,7 +113,6 @@ __all__ = ["OracleError", "RefTerminal", "Reference", "terminal_order"]
 _END = "$END"
 _NON_ASCII_KILLS = ("\u00e9", "\u20ac", "\U0001f600")
 KILL_CHARACTERS: tuple[str, ...] = tuple(chr(b) for b in range(128)) + _NON_ASCII_KILLS
-_SEARCH_LIMIT = 20_000
 
 
 class OracleError(Exception):
@@ -277,7 +270,6 @@ class Reference:
         self._scans: dict[str, _Scan] = {}
         self._accepts: dict[tuple[int, ...], tuple[frozenset[str], bool]] = {}
         self._shifts: dict[tuple[tuple[int, ...], str], tuple[int, ...]] = {}
-        self._viable_memo: dict[tuple[tuple[int, ...], str], bool] = {}
 
     # ---------------------------------------------------------------- parser access
 
@@ -420,35 +412,19 @@ class Reference:
         return bool(scan.accept) and self._winner(scan.candidates, viable, record=False) is not None
 
     def _config_viable(self, cfg: _Config) -> bool:
-        """Is a (non-rejected) configuration a viable prefix: (i), or (ii) by search."""
+        """Does a (non-rejected) configuration pass the check: (i), or (ii) with one kill
+        character after which the pending lexeme satisfies (i)."""
         if self._direct(cfg):
             return True
-        key = (cfg.stack, cfg.pending)
-        hit = self._viable_memo.get(key)
-        if hit is not None:
-            return hit
-        seen = {key}
-        frontier = deque([cfg])
-        found = False
-        while frontier and not found:
-            here = frontier.popleft()
-            if not self._may_emit(here):
-                continue
-            for c in KILL_CHARACTERS:
-                if self._scan(here.pending + c).live:
-                    continue  # c does not kill the lexeme
-                nxt = self._feed(here, c)
-                if nxt is None or (nxt.stack, nxt.pending) in seen:
-                    continue
-                if self._direct(nxt):
-                    found = True
-                    break
-                seen.add((nxt.stack, nxt.pending))
-                frontier.append(nxt)
-                if len(seen) > _SEARCH_LIMIT:
-                    raise OracleError(f"viability search too large after {cfg.pending!r}")
-        self._viable_memo[key] = found
-        return found
+        if not self._may_emit(cfg):
+            return False
+        for c in KILL_CHARACTERS:
+            if self._scan(cfg.pending + c).live:
+                continue  # c does not kill the lexeme
+            nxt = self._feed(cfg, c)
+            if nxt is not None and self._direct(nxt):
+                return True
+        return False
 
     def _completes_viably(self, cfg: _Config, partial: bytes) -> bool:
         """Is cfg + (a character whose UTF-8 encoding starts with ``partial``) viable?"""
@@ -485,23 +461,12 @@ class Reference:
         return stack is not None and self._allowed(stack)[1]
 
     def accepts_sentence(self, text: str | bytes) -> bool:
-        """Is ``text`` a complete sentence (it passes the EOS gate)?"""
-        return self.eos_ok(text)
+        """Is ``text`` a complete sentence: every prefix viable, and the EOS gate passes?"""
+        return self.first_error(text) is None and self.eos_ok(text)
 
     def is_viable(self, prefix: str | bytes) -> bool:
-        """Is ``prefix`` a viable prefix? (Directly from the definition, not via first_error.)"""
-        tail = b""
-        if isinstance(prefix, bytes):
-            try:
-                prefix = prefix.decode("utf-8")
-            except UnicodeDecodeError as e:
-                if e.reason != "unexpected end of data":
-                    return False
-                prefix, tail = prefix[: e.start].decode("utf-8"), prefix[e.start :]
-        cfg = self._feed(self._initial, prefix)
-        if cfg is None:
-            return False
-        return self._completes_viably(cfg, tail) if tail else self._config_viable(cfg)
+        """Is ``prefix`` a viable prefix (every prefix of it passes the check)?"""
+        return self.first_error(prefix) is None
 
     def first_error(self, text: str | bytes) -> int | None:
         """UTF-8 byte offset of the first byte b such that text[:b+1] is not viable, or None."""

@@ -119,20 +119,25 @@ class Oracle:
         return cfg, offset + consumed
 
     def is_viable(self, cfg: Configuration) -> bool:
-        """Can the pending lexeme still end in a way the grammar accepts (docs/semantics.md)?"""
-        if cfg.lexeme_length == 0:
-            return True  # a reduced grammar's LR stack always has a completion
-        v = self.lr.allowed_mask(cfg.stack) | self._ignored
-        if self._live[cfg.scan_state] & v:
+        """The per-byte check of docs/semantics.md: (i), or (ii) with one lexeme-ending byte.
+        (`feed` applies it after every byte, which makes viability prefix-closed.)"""
+        if self._passes_rule_i(cfg):  # (a reduced grammar's LR stack always has a completion)
             return True
+        v = self.lr.allowed_mask(cfg.stack) | self._ignored
         if cfg.accept_state < 0 or self._winner(cfg.accept_state, v) < 0:
             return False
-        # Only an emission at the last accept can save it: try each byte that ends the lexeme.
+        # (ii) Only an emission at the last accept can save it: one byte that ends the lexeme
+        # must leave a pending lexeme that passes (i).
         for byte in self._killing_bytes(cfg.scan_state):
             nxt = self._scan_byte(cfg, byte)
-            if nxt is not None and self.is_viable(nxt):
+            if nxt is not None and self._passes_rule_i(nxt):
                 return True
         return False
+
+    def _passes_rule_i(self, cfg: Configuration) -> bool:
+        if cfg.lexeme_length == 0:
+            return True
+        return bool(self._live[cfg.scan_state] & (self.lr.allowed_mask(cfg.stack) | self._ignored))
 
     def _scan_byte(self, cfg: Configuration, byte: int) -> Configuration | None:
         """Advance the union DFA by one byte, emitting when it dies; None on a rejection."""
