@@ -13,7 +13,8 @@ install:
 demo: install
 	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000"
 	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000;"
-	$(PYTHON) -m gridrail.cli parse examples/statements.sql
+	@# two of the example lines are wrong on purpose: `parse` lists them and exits 1
+	$(PYTHON) -m gridrail.cli parse examples/statements.sql; test $$? -eq 1
 
 test: install test-rust lint test-python
 

@@ -77,10 +77,20 @@ def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"expected there: {', '.join(exc.expected) or 'nothing'}\n")
         return 1
     out.write("viable: yes\n")
-    pending = oracle.pending_terminals(cfg)
-    if pending:
-        out.write(f"pending lexeme ({cfg.lexeme_length} bytes) may become: {', '.join(pending)}\n")
-    out.write(f"allowed next terminals: {', '.join(oracle.allowed_terminals(cfg)) or 'none'}\n")
+    allowed = ", ".join(oracle.allowed_terminals(cfg)) or "none"
+    if cfg.lexeme_length:
+        pending = data[len(data) - cfg.lexeme_length :]
+        complete = oracle.complete_as(cfg)
+        out.write(f"pending lexeme: {pending.decode('utf-8', errors='replace')!r}")
+        out.write(f" (complete as {complete})\n" if complete else " (incomplete)\n")
+        out.write(f"  may still become: {', '.join(oracle.pending_terminals(cfg))}\n")
+        out.write(f"terminals allowed at its position: {allowed}\n")
+        after = oracle.finalize(cfg)
+        if after is not None:
+            names = oracle.compiled.names_of(oracle.lr.allowed_mask(after))
+            out.write(f"terminals allowed after it: {', '.join(names) or 'none'}\n")
+    else:
+        out.write(f"terminals allowed next: {allowed}\n")
     out.write(f"EOS legal: {'yes' if oracle.eos_ok(cfg) else 'no'}\n")
     return 0
 

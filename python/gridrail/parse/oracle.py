@@ -63,6 +63,13 @@ class Oracle:
         v = self.lr.allowed_mask(cfg.stack) | self._ignored
         return self.compiled.names_of(self._live[cfg.scan_state] & v)
 
+    def complete_as(self, cfg: Configuration) -> str | None:
+        """The terminal the pending lexeme would be if it ended here (None if it cannot)."""
+        if not cfg.lexeme_length or cfg.tail or cfg.accept_state < 0:
+            return None
+        winner = self._winner(cfg.accept_state, self.lr.allowed_mask(cfg.stack) | self._ignored)
+        return None if winner < 0 else self.compiled.terminal_names[winner]
+
     # -- feeding
     def feed(self, cfg: Configuration, data: bytes) -> Configuration:
         """Feed bytes; ParseError (with the offset into `data`) at the first byte after which the
