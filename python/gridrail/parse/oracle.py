@@ -12,6 +12,7 @@ the emitted lexeme are rescanned under the new stack.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gridrail.errors import ParseError
@@ -43,7 +44,7 @@ class Oracle:
         self._live = scanner.live_mask
         self._accept = scanner.accept_mask
         self._start_scan = scanner.start
-        self._ignored = compiled.ignored_mask
+        self._ignored = self.ignored_mask = compiled.ignored_mask
         self._winner_memo: dict[tuple[int, int], int] = {}
         self._kill_memo: dict[int, tuple[int, ...]] = {}
         self.initial = Configuration(root(compiled.tables.start_state), scanner.start, 0, -1, b"")
@@ -69,6 +70,19 @@ class Oracle:
             return None
         winner = self._winner(cfg.accept_state, self.lr.allowed_mask(cfg.stack) | self._ignored)
         return None if winner < 0 else self.compiled.terminal_names[winner]
+
+    def scanner_tables(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
+        """(transitions, live masks, accept masks) of the union scanner, for tight loops."""
+        return self._trans, self._live, self._accept
+
+    def winner_in(self, accept_state: int, allowed: int) -> int:
+        """The terminal a lexeme ending at `accept_state` becomes under `allowed` (-1: none)."""
+        return self._winner(accept_state, allowed)
+
+    def step(self, cfg: Configuration, byte: int) -> Configuration | None:
+        """One byte: the next configuration, or None if the prefix stops being viable."""
+        nxt = self._scan_byte(cfg, byte)
+        return nxt if nxt is not None and self.is_viable(nxt) else None
 
     # -- feeding
     def feed(self, cfg: Configuration, data: bytes) -> Configuration:
@@ -96,8 +110,8 @@ class Oracle:
             cfg, offset = self._advance_within_lexeme(cfg, data, offset)
             if offset == end:
                 break
-            nxt = self._scan_byte(cfg, data[offset])
-            if nxt is None or not self.is_viable(nxt):
+            nxt = self.step(cfg, data[offset])
+            if nxt is None:
                 return cfg, offset
             cfg = nxt
             offset += 1

@@ -1,0 +1,165 @@
+"""The per-request matcher: the hot path in the paper's order (§6.1), over one compiled guide.
+
+`compile(grammar, vocab)` builds a Guide (compiled grammar + oracle + token trie); a Guide makes
+Matchers, one per generation. A Matcher keeps the history of configurations it went through, so
+`rollback` is popping a list (configurations are immutable and share their stacks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
+from gridrail.grammar.model import Grammar
+from gridrail.mask.bitmask import TokenSet, words_per_row
+from gridrail.mask.compute import next_token_mask
+from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.vocab.trie import TokenTrie, build_trie
+from gridrail.vocab.vocabulary import Vocabulary
+
+MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the mask stays singleton
+
+
+class Guide:
+    """Everything shared by the matchers of one (grammar, vocabulary) pair."""
+
+    def __init__(self, compiled: CompiledGrammar, vocab: Vocabulary):
+        self.compiled = compiled
+        self.vocab = vocab
+        self.oracle = Oracle(compiled)
+        self.trie: TokenTrie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
+        self._eos = frozenset(vocab.eos_token_ids)
+
+    def matcher(self) -> Matcher:
+        return Matcher(self)
+
+    def mask(self, cfg: Configuration) -> TokenSet:
+        """The exact set of token ids allowed at `cfg` (EOS ids only when it is a sentence)."""
+        return next_token_mask(self.oracle, self.trie, self.vocab, cfg)
+
+    def is_eos(self, token_id: int) -> bool:
+        return token_id in self._eos
+
+
+def compile(grammar: Grammar | CompiledGrammar, vocab: Vocabulary) -> Guide:
+    """A Guide for `grammar` over `vocab` (the grammar is compiled if it is not already)."""
+    compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(grammar)
+    return Guide(compiled, vocab)
+
+
+class Matcher:
+    """One generation's state: vLLM's structured-output interface plus `forced_tokens`.
+
+    `accept_tokens` returns False and leaves the matcher unchanged when a token is outside the
+    mask; only misuse (an id outside the vocabulary, a bitmask of the wrong shape) raises.
+    """
+
+    def __init__(self, guide: Guide):
+        self.guide = guide
+        self._history: list[Configuration] = [guide.oracle.initial]
+        self._terminated = False
+
+    @property
+    def configuration(self) -> Configuration:
+        return self._history[-1]
+
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+    def reset(self) -> None:
+        del self._history[1:]
+        self._terminated = False
+
+    # -- masks
+    def allowed(self) -> TokenSet:
+        """The current mask as a set; only EOS once terminated."""
+        if self._terminated:
+            out = TokenSet(self.guide.vocab.size)
+            out.add_all(self.guide.vocab.eos_token_ids)
+            return out
+        return self.guide.mask(self.configuration)
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
+        """Write the current mask into row `row` of an `allocate_bitmask` array."""
+        width = words_per_row(self.guide.vocab.size)
+        if bitmask.ndim != 2 or bitmask.shape[1] != width or bitmask.dtype != np.int32:
+            raise ValueError(
+                f"bitmask must be an int32 array of shape (batch, {width}); "
+                f"got {bitmask.dtype} {bitmask.shape} (use gridrail.allocate_bitmask)"
+            )
+        bitmask[row, :] = self.allowed().words()
+
+    # -- advancing
+    def _check_id(self, token_id: int) -> None:
+        if not 0 <= token_id < self.guide.vocab.size:
+            raise ValueError(
+                f"token id {token_id} is outside the vocabulary (0..{self.guide.vocab.size - 1})"
+            )
+
+    def _advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
+        """The configuration after one non-EOS token, or None if it is not allowed."""
+        spelling = self.guide.vocab.token_bytes(token_id)
+        if spelling is None:
+            return None
+        return self.guide.oracle.try_feed(cfg, spelling)
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> list[int]:
+        """The longest prefix of `token_ids` that would be accepted, without advancing."""
+        cfg, terminated = self.configuration, self._terminated
+        for n, token_id in enumerate(token_ids):
+            self._check_id(token_id)
+            if terminated:
+                return list(token_ids[:n])
+            if self.guide.is_eos(token_id):
+                if not self.guide.oracle.eos_ok(cfg):
+                    return list(token_ids[:n])
+                terminated = True
+                continue
+            nxt = self._advance(cfg, token_id)
+            if nxt is None:
+                return list(token_ids[:n])
+            cfg = nxt
+        return list(token_ids)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> bool:
+        """Advance over all of `token_ids`, or over none of them and return False."""
+        if len(self.validate_tokens(token_ids)) != len(token_ids):
+            return False
+        for token_id in token_ids:
+            if self.guide.is_eos(token_id):
+                self._history.append(self.configuration)
+                self._terminated = True
+            else:
+                nxt = self._advance(self.configuration, token_id)
+                assert nxt is not None  # validated above
+                self._history.append(nxt)
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last `num_tokens` accepted tokens (EOS included)."""
+        if not 0 <= num_tokens < len(self._history):
+            raise ValueError(
+                f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
+            )
+        if num_tokens:
+            del self._history[-num_tokens:]
+            self._terminated = False
+
+    def forced_tokens(self) -> list[int]:
+        """Jump-forward: while the mask is a single non-EOS token, that token (bounded by
+        MAX_FORCED_SPAN). Does not advance the matcher; accept them to use them."""
+        forced: list[int] = []
+        cfg = self.configuration
+        if self._terminated:
+            return forced
+        while len(forced) < MAX_FORCED_SPAN:
+            ids = self.guide.mask(cfg).ids()
+            if len(ids) != 1 or self.guide.is_eos(ids[0]):
+                break
+            nxt = self._advance(cfg, ids[0])
+            assert nxt is not None  # it is in the mask
+            forced.append(ids[0])
+            cfg = nxt
+        return forced

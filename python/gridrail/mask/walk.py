@@ -1,0 +1,121 @@
+"""The exact next-token mask by a trie walk, split into its context-independent and
+context-dependent parts (paper §4.1–4.2).
+
+The walk feeds trie bytes to the scanner from the current configuration. While a token's bytes
+stay inside the pending lexeme and keep it viable by rule (i), the verdict depends only on the
+scan state and the allowed set V — a function of the cache key, not of the stack: those tokens
+are **CI**. The first byte that would need the stack — one that ends the lexeme (an emission,
+after which the next allowed set comes from the stack with the winner shifted), or one after
+which only rule (ii) can keep the prefix viable — starts a **CD class**: the trie subtree below
+that byte, to be decided against the live stack at every step and never cached. A byte that kills
+the lexeme with no accepting position, or whose winner is not in V, rejects its whole subtree
+whatever the stack, so it is decided here too (monotone pruning: rejection is prefix-closed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.vocab.trie import TokenTrie
+
+
+@dataclass(frozen=True)
+class ScanPart:
+    """The stack-free half of a configuration: where the pending lexeme stands."""
+
+    scan_state: int
+    lexeme_length: int
+    accept_state: int
+    tail: bytes
+
+    def on(self, cfg: Configuration) -> Configuration:
+        return Configuration(
+            cfg.stack, self.scan_state, self.lexeme_length, self.accept_state, self.tail
+        )
+
+
+@dataclass(frozen=True)
+class CDClass:
+    """Trie subtree at `node` whose verdicts need the live stack; `before` is the scan part
+    reached just before the node's edge byte."""
+
+    node: int
+    before: ScanPart
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    ci_nodes: tuple[int, ...]  # nodes whose token ids are admitted whatever the stack
+    cd_classes: tuple[CDClass, ...]
+
+
+def walk_context_independent(oracle: Oracle, trie: TokenTrie, cfg: Configuration) -> WalkResult:
+    """The CI part of the mask at `cfg` and its CD residue (depends on cfg's scan part and on
+    A(cfg.stack) only)."""
+    trans, live, accept = oracle.scanner_tables()
+    v = oracle.allowed_mask(cfg) | oracle.ignored_mask
+    edge, depth_of, size, token_id = trie.edge_byte, trie.depth, trie.subtree_size, trie.token_id
+    # Per depth d of the current path: scanner state, lexeme length, last accept state, and the
+    # depth at which that accept was reached (-1: before the walk started, so the tail begins
+    # with cfg.tail).
+    state = [cfg.scan_state]
+    length = [cfg.lexeme_length]
+    accept_state = [cfg.accept_state]
+    accept_depth = [-1]
+    path = bytearray()
+    ci_nodes: list[int] = []
+    cd_classes: list[CDClass] = []
+    node, end = 1, trie.num_nodes
+    while node < end:
+        d = depth_of[node]
+        del state[d:], length[d:], accept_state[d:], accept_depth[d:], path[d - 1 :]
+        q_parent = state[-1]
+        byte = edge[node]
+        q = trans[q_parent * 256 + byte]
+        if q >= 0 and live[q] & v:  # stays in the lexeme, viable by rule (i)
+            path.append(byte)
+            state.append(q)
+            length.append(length[-1] + 1)
+            if accept[q]:
+                accept_state.append(q)
+                accept_depth.append(d)
+            else:
+                accept_state.append(accept_state[-1])
+                accept_depth.append(accept_depth[-1])
+            if token_id[node] >= 0:
+                ci_nodes.append(node)
+            node += 1
+            continue
+        last_accept = accept_state[-1]
+        stack_free_reject = q < 0 and (last_accept < 0 or oracle.winner_in(last_accept, v) < 0)
+        if not stack_free_reject:
+            a_depth = accept_depth[-1]
+            tail = bytes(path[a_depth:]) if a_depth >= 0 else cfg.tail + bytes(path)
+            before = ScanPart(q_parent, length[-1], last_accept, tail)
+            cd_classes.append(CDClass(node, before))
+        node += size[node]
+    return WalkResult(tuple(ci_nodes), tuple(cd_classes))
+
+
+def evaluate_cd_class(
+    oracle: Oracle, trie: TokenTrie, cfg: Configuration, cd: CDClass
+) -> list[int]:
+    """Nodes of `cd`'s subtree whose tokens keep the prefix viable on cfg's live stack."""
+    edge, depth_of, size, token_id = trie.edge_byte, trie.depth, trie.subtree_size, trie.token_id
+    base_depth = depth_of[cd.node]
+    path_cfg: list[Configuration] = [cd.before.on(cfg)]
+    admitted: list[int] = []
+    node, end = cd.node, cd.node + size[cd.node]
+    while node < end:
+        d = depth_of[node] - base_depth
+        del path_cfg[d + 1 :]
+        nxt = oracle.step(path_cfg[d], edge[node])
+        if nxt is None:
+            node += size[node]
+            continue
+        path_cfg.append(nxt)
+        if token_id[node] >= 0:
+            admitted.append(node)
+        node += 1
+    return admitted

@@ -1,0 +1,93 @@
+"""The token trie (paper Definition 3): every spelling of a vocabulary in one DFS-ordered array.
+
+Node 0 is the root (the empty spelling). Node i > 0 has an edge byte, a depth, the subtree size
+(itself included, so the subtree of i is i .. i + size - 1 and skipping it is one addition) and
+the first token id spelled exactly by the path to it (-1 if none). Ids that share a spelling
+(alias classes) hang off the node in a side table so masks stay complete over *ids*. The arrays
+are flat `array('i')`s so a Rust kernel can take them over unchanged.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TokenTrie:
+    edge_byte: array  # per node; -1 at the root
+    depth: array  # per node; 0 at the root
+    subtree_size: array  # per node, itself included
+    token_id: array  # per node: the lowest id with this exact spelling, or -1
+    aliases: dict[int, tuple[int, ...]]  # node -> every id with its spelling, when more than one
+    fingerprint: str  # the vocabulary's: one trie per tokenizer
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.edge_byte)
+
+    def ids_at(self, node: int) -> tuple[int, ...]:
+        """Every token id whose spelling ends at this node (empty if none)."""
+        ids = self.aliases.get(node)
+        if ids is not None:
+            return ids
+        first = self.token_id[node]
+        return (first,) if first >= 0 else ()
+
+    def spelling(self, node: int) -> bytes:
+        """The bytes on the path to `node` (O(depth); for messages and tests)."""
+        out = bytearray()
+        target_depth = self.depth[node]
+        i = node
+        while target_depth > 0:
+            # the parent is the nearest earlier node one level up
+            while self.depth[i] != target_depth:
+                i -= 1
+            out.append(self.edge_byte[i])
+            target_depth -= 1
+        return bytes(reversed(out))
+
+
+def build_trie(token_bytes: Sequence[bytes | None], fingerprint: str = "") -> TokenTrie:
+    """The trie of all spellings (ids whose spelling is None are not in it)."""
+    by_spelling: dict[bytes, list[int]] = {}
+    for token_id, spelling in enumerate(token_bytes):
+        if spelling:
+            by_spelling.setdefault(spelling, []).append(token_id)
+
+    edge_byte = array("i", [-1])
+    depth = array("i", [0])
+    token_id = array("i", [-1])
+    aliases: dict[int, tuple[int, ...]] = {}
+    path: list[int] = [0]  # node index at each depth of the current path
+    previous = b""
+    # Sorted spellings visit the trie in DFS order: a prefix sorts before its extensions.
+    for spelling in sorted(by_spelling):
+        common = 0
+        limit = min(len(previous), len(spelling))
+        while common < limit and previous[common] == spelling[common]:
+            common += 1
+        del path[common + 1 :]
+        for d in range(common, len(spelling)):
+            path.append(len(edge_byte))
+            edge_byte.append(spelling[d])
+            depth.append(d + 1)
+            token_id.append(-1)
+        node = path[-1]
+        ids = by_spelling[spelling]
+        token_id[node] = ids[0]
+        if len(ids) > 1:
+            aliases[node] = tuple(ids)
+        previous = spelling
+
+    subtree_size = array("i", [1]) * len(edge_byte)
+    open_nodes: list[int] = []  # ancestors of the node being visited
+    for node in range(len(edge_byte)):
+        while open_nodes and depth[open_nodes[-1]] >= depth[node]:
+            done = open_nodes.pop()
+            subtree_size[done] = node - done
+        open_nodes.append(node)
+    for done in open_nodes:
+        subtree_size[done] = len(edge_byte) - done
+    return TokenTrie(edge_byte, depth, subtree_size, token_id, aliases, fingerprint)
