@@ -144,13 +144,17 @@ class Oracle:
         (`feed` applies it after every byte, which makes viability prefix-closed.)"""
         if self._passes_rule_i(cfg):  # (a reduced grammar's LR stack always has a completion)
             return True
-        v = self.lr.allowed_mask(cfg.stack) | self._ignored
-        if cfg.accept_state < 0 or self._winner(cfg.accept_state, v) < 0:
+        if cfg.accept_state < 0:
             return False
         # (ii) Only an emission at the last accept can save it: one byte that ends the lexeme
-        # must leave a pending lexeme that passes (i).
+        # must leave a pending lexeme that passes (i). Every such byte first emits and rescans
+        # the same tail, so that part is done once.
+        stack = self._emit(cfg.stack, cfg.accept_state)
+        after_tail = None if stack is None else self._rescan(stack, cfg.tail)
+        if after_tail is None:
+            return False
         for byte in self._killing_bytes(cfg.scan_state):
-            nxt = self._scan_byte(cfg, byte)
+            nxt = self._scan_byte(after_tail, byte)
             if nxt is not None and self._passes_rule_i(nxt):
                 return True
         return False

@@ -1,0 +1,202 @@
+"""Exact masks: the trie walk (CI/CD split) against the executable specification, and the
+matcher API."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from functools import cache
+
+import numpy as np
+import pytest
+
+import gridrail as gr
+from assets import asset, spider_gold
+from gridrail.mask.compute import EmptyMaskError
+from gridrail.mask.walk import walk_context_independent
+from gridrail.spec import spec_mask
+from gridrail.vocab import ByteCompletenessWarning
+
+
+@cache
+def _sqlite() -> gr.CompiledGrammar:
+    return gr.compile_grammar(gr.Grammar.bundled("sqlite"))
+
+
+def _tiny_vocab(words: list[str]) -> gr.Vocabulary:
+    """Every single byte (so the vocabulary is byte complete), the given words, then EOS."""
+    spellings = [bytes((b,)) for b in range(256)] + [w.encode() for w in words]
+    return gr.Vocabulary([*spellings, None], eos_token_ids=len(spellings))
+
+
+WORDS = ["select", " *", " from", " emplo", "yees", "y", "yees where", "yer", " where", "yees;"]
+
+
+@pytest.fixture(scope="module")
+def tiny_guide() -> gr.Guide:
+    return gr.compile(_sqlite(), _tiny_vocab(WORDS))
+
+
+def _id(guide: gr.Guide, word: str) -> int:
+    return guide.vocab.aliases(word.encode())[0]
+
+
+def _node(guide: gr.Guide, spelling: bytes) -> int:
+    trie = guide.trie
+    return next(i for i in range(trie.num_nodes) if trie.spelling(i) == spelling)
+
+
+def test_boundary_crossing_token_is_decided_on_the_live_stack(tiny_guide: gr.Guide) -> None:
+    """Paper §4.2: `yees where` completes `employees`, then begins `where`; whether that may
+    follow depends on the stack under the table name, so it is CD — never part of the CI set."""
+    oracle = tiny_guide.oracle
+    in_select = oracle.feed(oracle.initial, b"select * from emplo")
+    in_insert = oracle.feed(oracle.initial, b"insert into emplo")
+    for cfg in (in_select, in_insert):
+        walk = walk_context_independent(oracle, tiny_guide.trie, cfg)
+        assert _node(tiny_guide, b"yees") in walk.ci_nodes
+        assert _node(tiny_guide, b"y") in walk.ci_nodes
+        cd_nodes = {cd.node for cd in walk.cd_classes}
+        assert _node(tiny_guide, b"yees ") in cd_nodes  # the byte that ends the lexeme
+        assert _node(tiny_guide, b"yees where") not in walk.ci_nodes
+    yees_where = _id(tiny_guide, "yees where")
+    assert yees_where in tiny_guide.mask(in_select)  # `... from employees where`
+    assert yees_where not in tiny_guide.mask(in_insert)  # `insert into employees where`
+    assert _id(tiny_guide, "yees;") in tiny_guide.mask(in_select)
+    assert tiny_guide.vocab.eos_token_id not in tiny_guide.mask(in_select)  # `;` is required
+
+
+def test_eos_only_at_a_sentence(tiny_guide: gr.Guide) -> None:
+    oracle = tiny_guide.oracle
+    done = oracle.feed(oracle.initial, b"select * from employees;")
+    assert tiny_guide.vocab.eos_token_id in tiny_guide.mask(done)
+    assert tiny_guide.mask(done) == spec_mask(oracle, tiny_guide.vocab, done)
+
+
+def test_tiny_vocabulary_fast_equals_spec_on_every_prefix(tiny_guide: gr.Guide) -> None:
+    oracle = tiny_guide.oracle
+    text = b"select * from employees where salary > 10 and name = 'x' order by 1;"
+    for k in range(len(text) + 1):
+        cfg = oracle.feed(oracle.initial, text[:k])
+        fast, spec = tiny_guide.mask(cfg), spec_mask(oracle, tiny_guide.vocab, cfg)
+        assert fast == spec, f"divergence after {text[:k]!r}"
+
+
+# -- fast ≡ spec on real tokenizers, sampled steps of statement replays -----------------------
+
+STEPS_PER_TOKENIZER = {"gpt2": 6, "llama2": 6, "qwen2": 3, "llama3": 3}
+LONG_STEPS_PER_TOKENIZER = 200
+EXTRA_STATEMENTS = [
+    "SELECT name, 'O''Brien' || \"x\" FROM t WHERE a >= -1.5e3 AND b <> 'é中文';",
+    "SELECT count(*) FROM (SELECT T1.a FROM t AS T1 JOIN u ON T1.id = u.id) GROUP BY 1;",
+    "WITH x AS (SELECT 1) SELECT * FROM x -- trailing comment\n;",
+]
+
+
+def _statements() -> list[str]:
+    with open(spider_gold(), encoding="utf-8") as f:
+        lines = [line.split("\t", 1)[0].strip() for line in f]
+    rng = random.Random(3)
+    picked = [s if s.endswith(";") else s + ";" for s in rng.sample(lines, 40)]
+    return picked + EXTRA_STATEMENTS
+
+
+def _replay_steps(name: str, quota: int, seed: int):
+    from tokenizers import Tokenizer
+
+    path = asset("tokenizers", name, "tokenizer.json")
+    tokenizer = Tokenizer.from_file(str(path))
+    vocab = gr.Vocabulary.from_file(path)
+    guide = gr.compile(_sqlite(), vocab)
+    rng = random.Random(seed)
+    steps = []
+    for statement in _statements():
+        ids = tokenizer.encode(statement, add_special_tokens=False).ids
+        for k in range(len(ids) + 1):
+            steps.append((ids, k))
+    return guide, rng.sample(steps, quota)
+
+
+def _check_fast_equals_spec(name: str, quota: int, seed: int) -> None:
+    guide, steps = _replay_steps(name, quota, seed)
+    for ids, k in steps:
+        m = guide.matcher()
+        assert m.accept_tokens(ids[:k]), f"{name}: replay rejected at {k}"
+        cfg = m.configuration
+        fast, spec = guide.mask(cfg), spec_mask(guide.oracle, guide.vocab, cfg)
+        assert fast == spec, f"{name}: divergence after {guide.vocab.token_bytes(ids[k - 1])!r}"
+        assert ids[k] in fast if k < len(ids) else guide.vocab.eos_token_id in fast
+
+
+@pytest.mark.parametrize("name", sorted(STEPS_PER_TOKENIZER))
+def test_fast_equals_spec_on_real_tokenizers(name: str) -> None:
+    _check_fast_equals_spec(name, STEPS_PER_TOKENIZER[name], seed=1)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", sorted(STEPS_PER_TOKENIZER))
+def test_fast_equals_spec_on_real_tokenizers_long(name: str) -> None:
+    _check_fast_equals_spec(name, LONG_STEPS_PER_TOKENIZER, seed=2)
+
+
+# -- the matcher API ---------------------------------------------------------------------------
+
+
+def test_matcher_accept_validate_rollback_reset(tiny_guide: gr.Guide) -> None:
+    m = tiny_guide.matcher()
+    select, star, frm = (_id(tiny_guide, w) for w in ("select", " *", " from"))
+    emplo = _id(tiny_guide, " emplo")
+    assert m.validate_tokens([select, star, emplo, frm]) == [select, star]  # `*` takes no alias
+    before = m.configuration
+    assert not m.accept_tokens([select, select])  # all or nothing; SELECT is reserved
+    assert m.configuration is before
+    assert m.accept_tokens([select, star, frm])
+    m.rollback(2)
+    assert m.accept_tokens([star, frm, emplo, _id(tiny_guide, "yees;")])
+    assert not m.is_terminated()
+    eos = tiny_guide.vocab.eos_token_id
+    assert m.accept_tokens([eos]) and m.is_terminated()
+    assert not m.accept_tokens([select])
+    m.rollback(1)
+    assert not m.is_terminated()
+    m.reset()
+    assert m.configuration is tiny_guide.oracle.initial
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        m.accept_tokens([tiny_guide.vocab.size])
+    with pytest.raises(ValueError, match="cannot roll back"):
+        m.rollback(1)
+
+
+def test_fill_bitmask_layout(tiny_guide: gr.Guide) -> None:
+    m = tiny_guide.matcher()
+    mask = gr.allocate_bitmask(2, tiny_guide.vocab.size)
+    assert mask.shape == (2, (tiny_guide.vocab.size + 31) // 32) and mask.dtype == np.int32
+    m.fill_bitmask(mask, 1)
+    allowed = {i for i in range(tiny_guide.vocab.size) if (int(mask[1, i // 32]) >> (i % 32)) & 1}
+    assert allowed == set(m.allowed().ids())
+    assert _id(tiny_guide, "select") in allowed and _id(tiny_guide, " from") not in allowed
+    assert not mask[0].any()
+    with pytest.raises(ValueError, match="int32 array"):
+        m.fill_bitmask(np.zeros((1, 3), dtype=np.int32), 0)
+
+
+def test_forced_tokens_jump_forward() -> None:
+    grammar = gr.Grammar.from_lark('start: "select" "(" "x" ")" ";"\n')
+    vocab = _tiny_vocab(["select", "(x", "sel"])
+    m = gr.compile(grammar, vocab).matcher()
+    assert m.accept_tokens(list(vocab.aliases(b"select")))
+    forced = m.forced_tokens()
+    # after `select` the bytes `(x);` are forced, but `(` and `(x` both spell a start: no
+    # singleton mask there, so the forced span is empty
+    assert forced == []
+    m.accept_tokens(list(vocab.aliases(b"(x")))
+    assert [vocab.token_bytes(t) for t in m.forced_tokens()] == [b")", b";"]
+
+
+def test_empty_mask_raises_instead_of_wedging() -> None:
+    grammar = gr.Grammar.from_lark('start: "xyz"\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ByteCompletenessWarning)
+        vocab = gr.Vocabulary([b"a", b"b", None], eos_token_ids=2)
+    with pytest.raises(EmptyMaskError, match="empty mask"):
+        gr.compile(grammar, vocab).matcher().allowed()
