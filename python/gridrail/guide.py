@@ -15,6 +15,7 @@ from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.mask.bitmask import TokenSet, words_per_row
 from gridrail.mask.compute import next_token_mask
+from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie, build_trie
 from gridrail.vocab.vocabulary import Vocabulary
@@ -30,6 +31,7 @@ class Guide:
         self.vocab = vocab
         self.oracle = Oracle(compiled)
         self.trie: TokenTrie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
+        self.completer = Completer(self.oracle)
         self._eos = frozenset(vocab.eos_token_ids)
 
     def matcher(self) -> Matcher:
@@ -41,6 +43,11 @@ class Guide:
 
     def is_eos(self, token_id: int) -> bool:
         return token_id in self._eos
+
+    def completion(self, cfg: Configuration) -> list[int]:
+        """Tokens of a shortest legal completion at `cfg`, ending with EOS (Proposition 9's
+        Write(shortest completion + EOS)); its length is the token-denominated reserve."""
+        return [*self.trie.tokenize(self.completer.complete(cfg)), self.vocab.eos_token_id]
 
 
 def compile(grammar: Grammar | CompiledGrammar, vocab: Vocabulary) -> Guide:
@@ -146,6 +153,11 @@ class Matcher:
         if num_tokens:
             del self._history[-num_tokens:]
             self._terminated = False
+
+    def completion(self) -> list[int]:
+        """The tokens (EOS last) that finish the output as a sentence from here; accepting them
+        always succeeds. Empty once terminated."""
+        return [] if self._terminated else self.guide.completion(self.configuration)
 
     def forced_tokens(self) -> list[int]:
         """Jump-forward: while the mask is a single non-EOS token, that token (bounded by

@@ -15,7 +15,7 @@ _PACK = struct.Struct("<QII").pack
 
 
 class StackNode:
-    __slots__ = ("accept_ok", "allowed", "depth", "hash", "parent", "state", "symbol")
+    __slots__ = ("accept_ok", "allowed", "depth", "finish", "hash", "parent", "state", "symbol")
 
     def __init__(self, state: int, symbol: int, parent: StackNode | None):
         self.state = state
@@ -32,6 +32,7 @@ class StackNode:
         # Memo slots (filled on first use; valid forever because nodes never change):
         self.allowed: int | None = None  # bit mask of terminals shiftable from this stack
         self.accept_ok: bool | None = None  # can $END reach ACCEPT from this stack
+        self.finish: dict | None = None  # cheapest completions from this node + a state above
 
     def states(self) -> list[int]:
         """Bottom-to-top states; O(depth) — for debugging and tests, never on the hot path."""

@@ -35,6 +35,37 @@ class TokenTrie:
         first = self.token_id[node]
         return (first,) if first >= 0 else ()
 
+    def child(self, node: int, byte: int) -> int:
+        """The child of `node` along `byte`, or -1 (children are in byte order)."""
+        child, end = node + 1, node + self.subtree_size[node]
+        while child < end:
+            edge = self.edge_byte[child]
+            if edge == byte:
+                return child
+            if edge > byte:
+                return -1
+            child += self.subtree_size[child]
+        return -1
+
+    def tokenize(self, data: bytes) -> list[int]:
+        """Greedy longest-match token ids spelling exactly `data`; ValueError if some byte
+        cannot be spelled (a vocabulary that is not byte complete)."""
+        out: list[int] = []
+        pos = 0
+        while pos < len(data):
+            node, best, best_end = 0, -1, pos
+            for i in range(pos, len(data)):
+                node = self.child(node, data[i])
+                if node < 0:
+                    break
+                if self.token_id[node] >= 0:
+                    best, best_end = self.token_id[node], i + 1
+            if best < 0:
+                raise ValueError(f"no token spells byte {data[pos]:#04x} at offset {pos}")
+            out.append(best)
+            pos = best_end
+        return out
+
     def spelling(self, node: int) -> bytes:
         """The bytes on the path to `node` (O(depth); for messages and tests)."""
         out = bytearray()

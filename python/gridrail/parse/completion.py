@@ -1,0 +1,180 @@
+"""Shortest legal completions: bytes that turn a viable prefix into a sentence (paper §5,
+Proposition 9: the budget trigger writes them, never a bare EOS away from ACCEPT).
+
+Derived once from the compiled grammar:
+* a short lexeme per terminal that the scanner reads back as that terminal: the shortest string
+  of the union DFA whose accept set has the terminal in its top shadowing class;
+* the cheapest derivation of every symbol (cost = lexeme bytes plus one separator per terminal);
+* the cheapest way to finish an LR stack: every LR(0) kernel item of a state is valid for the
+  prefix, so finishing [A → α•β] costs cost(β) and continues from goto(stack − |α|, A) — a
+  recursion down the stack, memoized on the stack nodes like the allowed sets.
+A completion is always fed back through the oracle; one that does not read back as a sentence
+raises CompletionError rather than being used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from gridrail.errors import GridrailError
+from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.parse.stack import StackNode
+
+_SEPARATORS = (b" ", b"\n", b"\t", b"")
+
+
+class CompletionError(GridrailError):
+    """A viable prefix for which no completion could be built (a grammar the completer cannot
+    serve); never papered over with an EOS away from ACCEPT."""
+
+
+Plan = tuple[float, tuple[int, ...]]  # (cost, terminal ids)
+
+
+class Completer:
+    def __init__(self, oracle: Oracle):
+        self.oracle = oracle
+        tables = oracle.compiled.tables
+        self._kernels = tables.kernels
+        self._goto = tables.goto
+        self._lhs = [lhs for lhs, _ in tables.productions]
+        self._augmented = tables.augmented_production
+        self._end = tables.end
+        self.lexeme = _shortest_lexemes(oracle)
+        symbol_ids = {name: i for i, name in enumerate(tables.terminal_names)}
+        symbol_ids.update(
+            {name: self._end + 1 + i for i, name in enumerate(tables.nonterminal_names)}
+        )
+        self._rhs = [tuple(symbol_ids[n] for n in rhs) for rhs in tables.production_rhs]
+        self._cost, self._best = self._cheapest_derivations()
+
+    # -- grammar-level tables
+    def _cheapest_derivations(self) -> tuple[dict[int, float], dict[int, int]]:
+        cost: dict[int, float] = {
+            t: len(x) + 1 for t, x in self.lexeme.items()  # +1: the separator after it
+        }
+        best: dict[int, int] = {}
+        changed = True
+        while changed:
+            changed = False
+            for p, rhs in enumerate(self._rhs):
+                total = sum(cost.get(s, math.inf) for s in rhs)
+                lhs = self._end + 1 + self._lhs[p]
+                if total < cost.get(lhs, math.inf):
+                    cost[lhs], best[lhs] = total, p
+                    changed = True
+        return cost, best
+
+    def _expand(self, symbol: int) -> list[int]:
+        """The terminals of the cheapest derivation of a symbol."""
+        if symbol < self._end:
+            return [symbol]
+        return [t for s in self._rhs[self._best[symbol]] for t in self._expand(s)]
+
+    # -- stack-level plans
+    def plan(self, node: StackNode) -> tuple[int, ...]:
+        """Terminals that finish the stack `node` as cheaply as the tables allow."""
+        if node.parent is None:  # the initial stack: derive the start symbol
+            return self._finish(None, node.state)[1]
+        return self._finish(node.parent, node.state)[1]
+
+    def _finish(self, base: StackNode | None, top: int) -> Plan:
+        """Cheapest plan for the stack `base` with the state `top` pushed on it."""
+        memo = None
+        if base is not None:
+            memo = base.finish if base.finish is not None else {}
+            base.finish = memo
+            if top in memo:
+                return memo[top]
+            memo[top] = (math.inf, ())  # guard: a cycle is never the cheapest way out
+        best: Plan = (math.inf, ())
+        for production, dot in self._kernels[top]:
+            rest = self._rhs[production][dot:]
+            cost = sum(self._cost[s] for s in rest)
+            if production == self._augmented:
+                if cost < best[0]:
+                    best = (cost, tuple(t for s in rest for t in self._expand(s)))
+                continue
+            if cost >= best[0]:
+                continue
+            below = base
+            for _ in range(dot - 1):  # `top` is the last of the `dot` symbols before the dot
+                below = below.parent  # type: ignore[union-attr]
+            assert below is not None  # only the augmented item sits on the initial state
+            after_cost, after = self._finish(below, self._goto[below.state][self._lhs[production]])
+            if cost + after_cost < best[0]:
+                best = (cost + after_cost, (*(t for s in rest for t in self._expand(s)), *after))
+        if memo is not None:
+            memo[top] = best
+        return best
+
+    # -- bytes
+    def complete(self, cfg: Configuration) -> bytes:
+        """Bytes w such that the prefix followed by w is a sentence (checked by the oracle)."""
+        oracle = self.oracle
+        head = b"" if oracle.finalize(cfg) is not None else self._close_lexeme(cfg)
+        closed = oracle.try_feed(cfg, head) if head else cfg
+        stack = None if closed is None else oracle.finalize(closed)
+        if closed is None or stack is None:
+            raise CompletionError(f"cannot close the pending lexeme of {cfg.lexeme_length} bytes")
+        pieces = [self.lexeme[t] for t in self.plan(stack)]
+        for sep in _SEPARATORS:
+            body = sep.join(pieces)
+            lead = sep if closed.lexeme_length and body else b""
+            done = oracle.try_feed(closed, lead + body)
+            if done is not None and oracle.eos_ok(done):
+                return head + lead + body
+        raise CompletionError(
+            f"the planned completion {b' '.join(pieces)!r} does not read back as a sentence"
+        )
+
+    def _close_lexeme(self, cfg: Configuration) -> bytes:
+        """Shortest bytes that bring the pending lexeme to an accepting state whose winner is
+        allowed (a BFS over the union DFA through states still live for the allowed set)."""
+        oracle = self.oracle
+        trans, live, _ = oracle.scanner_tables()
+        v = oracle.allowed_mask(cfg) | oracle.ignored_mask
+        seen = {cfg.scan_state}
+        queue: deque[tuple[int, bytes]] = deque([(cfg.scan_state, b"")])
+        while queue:
+            state, path = queue.popleft()
+            for byte in range(256):
+                nxt = trans[state * 256 + byte]
+                if nxt < 0 or nxt in seen or not live[nxt] & v:
+                    continue
+                if oracle.winner_in(nxt, v) >= 0:
+                    return path + bytes((byte,))
+                seen.add(nxt)
+                queue.append((nxt, path + bytes((byte,))))
+        raise CompletionError("the pending lexeme cannot be completed")
+
+
+def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
+    """Per terminal, the shortest string the scanner reads back as it (when not ignored)."""
+    compiled = oracle.compiled
+    trans, _, accept = oracle.scanner_tables()
+    start = compiled.scanner.start
+    found: dict[int, bytes] = {}
+    seen = {start}
+    queue: deque[tuple[int, bytes]] = deque([(start, b"")])
+    while queue:  # BFS: each state is first reached by its shortest (then smallest) string
+        state, path = queue.popleft()
+        for byte in range(256):
+            nxt = trans[state * 256 + byte]
+            if nxt < 0 or nxt in seen:
+                continue
+            seen.add(nxt)
+            text = path + bytes((byte,))
+            candidates = accept[nxt]
+            if candidates:
+                top = max(compiled.classes[t] for t in _bits(candidates))
+                for t in _bits(candidates):
+                    if compiled.classes[t] == top:
+                        found.setdefault(t, text)
+            queue.append((nxt, text))
+    return found
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if (mask >> i) & 1]
