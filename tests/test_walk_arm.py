@@ -126,11 +126,9 @@ class Generation:
 
 
 def generate(guide: gr.Guide, rng: random.Random, budget: int, spec_every: int = 0) -> Generation:
-    """Uniform sampling from the exact masks; the budget trigger keeps the invariant
-    `used + len(completion) <= budget` by refusing a sampled token whose own completion would
-    no longer fit and writing the current completion instead."""
-    m = guide.matcher()
-    used: list[int] = []
+    """Uniform sampling from the exact masks under a budgeted matcher: a sampled token the
+    budget refuses makes the loop write the matcher's completion instead (the trigger)."""
+    m = guide.matcher(max_tokens=budget)
     step = 0
     while True:
         allowed = m.allowed()  # raises EmptyMaskError at a dead end
@@ -138,17 +136,12 @@ def generate(guide: gr.Guide, rng: random.Random, budget: int, spec_every: int =
             assert allowed == spec_mask(guide.oracle, guide.vocab, m.configuration)
         step += 1
         token = rng.choice(allowed.ids())
-        if guide.is_eos(token):
-            assert m.accept_tokens([token])
-            return Generation([*used, token], budget, "eos")
-        assert m.accept_tokens([token])
-        if len(used) + 1 + len(m.completion()) <= budget:
-            used.append(token)
+        if m.accept_tokens([token]):
+            if m.is_terminated():
+                return Generation(m.accepted_tokens(), budget, "eos")
             continue
-        m.rollback(1)
-        finish = m.completion()
-        assert m.accept_tokens(finish)
-        return Generation(used + finish, budget, "reserve")
+        assert m.accept_tokens(m.completion())  # the invariant: the completion always fits
+        return Generation(m.accepted_tokens(), budget, "reserve")
 
 
 def _run_walk_arm(vocab_name: str, generations: int, seed: int, spec_every: int) -> None:
@@ -180,6 +173,13 @@ def test_walk_arm_small_vocabulary_long() -> None:
 @pytest.mark.parametrize("vocab_name", ["gpt2", "llama2"])
 def test_walk_arm_real_tokenizers_long(vocab_name: str) -> None:
     _run_walk_arm(vocab_name, 100, seed=3, spec_every=0)
+
+
+def test_budget_below_the_reserve_is_refused() -> None:
+    guide = _guide("small")
+    reserve = len(guide.matcher().completion())
+    with pytest.raises(ValueError, match="below the reserve"):
+        guide.matcher(max_tokens=reserve - 1)
 
 
 def test_completion_is_always_accepted() -> None:

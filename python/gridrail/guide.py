@@ -34,8 +34,9 @@ class Guide:
         self.completer = Completer(self.oracle)
         self._eos = frozenset(vocab.eos_token_ids)
 
-    def matcher(self) -> Matcher:
-        return Matcher(self)
+    def matcher(self, max_tokens: int | None = None) -> Matcher:
+        """A matcher; with `max_tokens`, one that keeps every generation inside that budget."""
+        return Matcher(self, max_tokens)
 
     def mask(self, cfg: Configuration) -> TokenSet:
         """The exact set of token ids allowed at `cfg` (EOS ids only when it is a sentence)."""
@@ -61,12 +62,33 @@ class Matcher:
 
     `accept_tokens` returns False and leaves the matcher unchanged when a token is outside the
     mask; only misuse (an id outside the vocabulary, a bitmask of the wrong shape) raises.
+
+    With `max_tokens` (Proposition 9, mode 1) the matcher also keeps the invariant
+    `accepted + len(completion()) <= max_tokens`: `accept_tokens` refuses (returns False) tokens
+    after which the shortest legal completion would no longer fit, and the caller then writes
+    `completion()` — a sentence plus EOS — instead. So every stop inside the budget is a sentence.
     """
 
-    def __init__(self, guide: Guide):
+    def __init__(self, guide: Guide, max_tokens: int | None = None):
         self.guide = guide
+        self.max_tokens = max_tokens
         self._history: list[Configuration] = [guide.oracle.initial]
+        self._tokens: list[int] = []  # accepted ids, one per history entry after the first
         self._terminated = False
+        if max_tokens is not None:
+            reserve = len(guide.completion(guide.oracle.initial))
+            if max_tokens < reserve:
+                raise ValueError(
+                    f"max_tokens={max_tokens} is below the reserve: the shortest sentence of this "
+                    f"grammar takes {reserve} tokens (EOS included) in this vocabulary"
+                )
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self._tokens)
+
+    def accepted_tokens(self) -> list[int]:
+        return list(self._tokens)
 
     @property
     def configuration(self) -> Configuration:
@@ -77,6 +99,7 @@ class Matcher:
 
     def reset(self) -> None:
         del self._history[1:]
+        self._tokens.clear()
         self._terminated = False
 
     # -- masks
@@ -131,8 +154,11 @@ class Matcher:
         return list(token_ids)
 
     def accept_tokens(self, token_ids: Sequence[int]) -> bool:
-        """Advance over all of `token_ids`, or over none of them and return False."""
+        """Advance over all of `token_ids`, or over none of them and return False (a token
+        outside the mask, or one that would break the budget invariant)."""
         if len(self.validate_tokens(token_ids)) != len(token_ids):
+            return False
+        if not self._within_budget(token_ids):
             return False
         for token_id in token_ids:
             if self.guide.is_eos(token_id):
@@ -142,7 +168,19 @@ class Matcher:
                 nxt = self._advance(self.configuration, token_id)
                 assert nxt is not None  # validated above
                 self._history.append(nxt)
+            self._tokens.append(token_id)
         return True
+
+    def _within_budget(self, token_ids: Sequence[int]) -> bool:
+        if self.max_tokens is None:
+            return True
+        total = self.num_accepted + len(token_ids)
+        if token_ids and self.guide.is_eos(token_ids[-1]):
+            return total <= self.max_tokens
+        cfg = self.configuration
+        for token_id in token_ids:
+            cfg = self._advance(cfg, token_id)  # type: ignore[assignment]  # validated
+        return total + len(self.guide.completion(cfg)) <= self.max_tokens
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (EOS included)."""
@@ -152,6 +190,7 @@ class Matcher:
             )
         if num_tokens:
             del self._history[-num_tokens:]
+            del self._tokens[-num_tokens:]
             self._terminated = False
 
     def completion(self) -> list[int]:

@@ -52,7 +52,8 @@ class Completer:
     # -- grammar-level tables
     def _cheapest_derivations(self) -> tuple[dict[int, float], dict[int, int]]:
         cost: dict[int, float] = {
-            t: len(x) + 1 for t, x in self.lexeme.items()  # +1: the separator after it
+            t: len(x) + 1
+            for t, x in self.lexeme.items()  # +1: the separator after it
         }
         best: dict[int, int] = {}
         changed = True
