@@ -149,8 +149,7 @@ class Oracle:
         # (ii) Only an emission at the last accept can save it: one byte that ends the lexeme
         # must leave a pending lexeme that passes (i). Every such byte first emits and rescans
         # the same tail, so that part is done once.
-        stack = self._emit(cfg.stack, cfg.accept_state)
-        after_tail = None if stack is None else self._rescan(stack, cfg.tail)
+        after_tail = self._close_at_last_accept(cfg)
         if after_tail is None:
             return False
         for byte in self._killing_bytes(cfg.scan_state):
@@ -174,8 +173,8 @@ class Oracle:
             return Configuration(cfg.stack, q, cfg.lexeme_length + 1, cfg.accept_state, tail)
         if cfg.accept_state < 0:
             return None
-        stack = self._emit(cfg.stack, cfg.accept_state)
-        return None if stack is None else self._rescan(stack, cfg.tail + bytes((byte,)))
+        closed = self._close_at_last_accept(cfg)
+        return None if closed is None else self._scan_byte(closed, byte)
 
     def _rescan(self, stack: StackNode, data: bytes) -> Configuration | None:
         """Scan requeued bytes from a lexeme boundary (they were checked when first fed)."""
@@ -222,12 +221,17 @@ class Oracle:
         while cfg.lexeme_length:
             if cfg.accept_state < 0:
                 return None
-            stack = self._emit(cfg.stack, cfg.accept_state)
-            nxt = None if stack is None else self._rescan(stack, cfg.tail)
+            nxt = self._close_at_last_accept(cfg)
             if nxt is None:
                 return None
             cfg = nxt
         return cfg.stack
+
+    def _close_at_last_accept(self, cfg: Configuration) -> Configuration | None:
+        """Emit the pending lexeme at its last accepting position and rescan the bytes after it
+        (what a lexeme-ending byte does before being scanned itself)."""
+        stack = self._emit(cfg.stack, cfg.accept_state)
+        return None if stack is None else self._rescan(stack, cfg.tail)
 
     def eos_ok(self, cfg: Configuration) -> bool:
         """May the output stop here: does the pending lexeme finalize and $END reach ACCEPT?"""
