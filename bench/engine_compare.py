@@ -1,0 +1,401 @@
+"""Engine comparison: gridrail vs llguidance vs XGrammar, full next-token mask at each replay step.
+
+    python bench/engine_compare.py [--tokenizers gpt2 qwen2] [--engines ...] [--limit N]
+
+Every engine gets the same Lark file (default: the bundled sqlite.lark), the same tokenizer.json
+and the same replays: each statement of the corpus (bench/statements.sql: one per line, anything
+after a tab is provenance) is tokenized with the `tokenizers` library (no special tokens); at
+each step the engine fills the full next-token bitmask (the only thing timed, perf_counter_ns),
+the replayed token must be allowed by that mask, then the engine accepts it; after the last
+token the mask must allow EOS and the engine must accept EOS. The first token that the mask
+does not allow (or that the engine then refuses) ends the replay as rejected for that engine.
+
+Single thread: before any engine is imported the process pins itself to one CPU
+(sched_setaffinity; rayon and OpenMP size their pools from the affinity mask) and sets
+RAYON_NUM_THREADS / OMP_NUM_THREADS to 1; only single-matcher APIs are used (no llguidance
+LLExecutor, no XGrammar BatchGrammarMatcher), and XGrammar's compiler gets max_threads=1.
+
+Compile time is the grammar build against an already loaded tokenizer: gridrail
+`compile(Grammar.from_file(...), vocab)` (grammar model, LALR tables, scanner, token trie);
+llguidance `LLMatcher.grammar_from_lark` + `LLMatcher(...)` (it builds lexer states lazily, during
+the first masks); XGrammar `Grammar.from_lark` + `GrammarCompiler.compile_grammar` (including its
+token-mask cache; compiler cache off). Tokenizer setup (gridrail Vocabulary, llguidance
+LLTokenizer, XGrammar TokenizerInfo; the last two from one shared PreTrainedTokenizerFast) is
+reported separately. There is no warm-up: first masks count.
+
+llguidance and XGrammar are benchmark-only dependencies: `pip install llguidance xgrammar`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_GRAMMAR = REPO_ROOT / "python" / "gridrail" / "grammars" / "sqlite.lark"
+DEFAULT_CORPUS = REPO_ROOT / "bench" / "statements.sql"
+PACKAGES = ("gridrail", "llguidance", "xgrammar", "torch", "tokenizers", "transformers", "numpy")
+
+
+def pin_to_one_cpu() -> int:
+    """Run this process (and every thread it starts) on one CPU; returns that CPU."""
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    os.environ["OMP_NUM_THREADS"] = "1"
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+# ----- tokenizers and engines ------------------------------------------------------------------
+
+
+@dataclass
+class Tokenizer:
+    """One tokenizer.json as every engine sees it (EOS ids by gridrail's end-of-generation rule)."""
+
+    name: str
+    path: Path
+    vocab_size: int
+    eos_token_ids: tuple[int, ...]
+    eos_token_id: int  # the one the replays end with
+    hf: object  # transformers.PreTrainedTokenizerFast, shared by llguidance and XGrammar
+    encode: Callable[[str], list[int]]
+
+
+def load_tokenizer(name: str, path: Path) -> Tokenizer:
+    import tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    import gridrail as gr
+
+    vocab = gr.Vocabulary.from_file(path)
+    hf = PreTrainedTokenizerFast(tokenizer_file=str(path))
+    if len(hf) != vocab.size:
+        raise SystemExit(f"{path}: transformers sees {len(hf)} tokens, gridrail {vocab.size}")
+    raw = tokenizers.Tokenizer.from_file(str(path))
+    return Tokenizer(
+        name=name,
+        path=path,
+        vocab_size=vocab.size,
+        eos_token_ids=vocab.eos_token_ids,
+        eos_token_id=vocab.eos_token_id,
+        hf=hf,
+        encode=lambda text: raw.encode(text, add_special_tokens=False).ids,
+    )
+
+
+@dataclass
+class Session:
+    """One matcher: `fill()` writes its mask into the bitmask it was started with."""
+
+    fill: Callable[[], None]
+    accept: Callable[[int], bool]
+
+
+@dataclass
+class LoadedEngine:
+    setup_ms: float
+    compile_ms: float
+    start: Callable[[np.ndarray], Session]  # a fresh matcher writing into this (1, W) bitmask
+    note: str
+
+
+def elapsed_ms(start_ns: int) -> float:
+    return (time.perf_counter_ns() - start_ns) / 1e6
+
+
+def load_gridrail(grammar_path: Path, tok: Tokenizer) -> LoadedEngine:
+    import gridrail as gr
+    from gridrail.kernels import KERNELS_ENABLED
+
+    t0 = time.perf_counter_ns()
+    vocab = gr.Vocabulary.from_file(tok.path, eos_token_ids=tok.eos_token_ids)
+    setup_ms = elapsed_ms(t0)
+    t0 = time.perf_counter_ns()
+    guide = gr.compile(gr.Grammar.from_file(grammar_path), vocab)
+    compile_ms = elapsed_ms(t0)
+
+    def start(bitmask: np.ndarray) -> Session:
+        m = guide.matcher()
+        return Session(lambda: m.fill_bitmask(bitmask, 0), lambda t: m.accept_tokens([t]))
+
+    note = "Rust scanner kernel on" if KERNELS_ENABLED else "pure Python (GRIDRAIL_KERNELS=0)"
+    return LoadedEngine(setup_ms, compile_ms, start, note)
+
+
+def load_llguidance(grammar_path: Path, tok: Tokenizer) -> LoadedEngine:
+    import llguidance
+    import llguidance.hf
+    import llguidance.numpy
+
+    t0 = time.perf_counter_ns()
+    lltok = llguidance.hf.from_tokenizer(
+        tok.hf, n_vocab=tok.vocab_size, eos_token=list(tok.eos_token_ids)
+    )
+    setup_ms = elapsed_ms(t0)
+    t0 = time.perf_counter_ns()
+    grammar = llguidance.LLMatcher.grammar_from_lark(grammar_path.read_text(encoding="utf-8"))
+    probe = llguidance.LLMatcher(lltok, grammar, log_level=0)
+    compile_ms = elapsed_ms(t0)
+    if probe.is_error():
+        raise RuntimeError(probe.get_error())
+
+    def start(bitmask: np.ndarray) -> Session:
+        m = llguidance.LLMatcher(lltok, grammar, log_level=0)
+        return Session(
+            lambda: llguidance.numpy.fill_next_token_bitmask(m, bitmask, 0), m.consume_token
+        )
+
+    warnings = probe.get_grammar_warnings()
+    note = "grammar_from_lark; " + ("; ".join(warnings) if warnings else "no grammar warnings")
+    return LoadedEngine(setup_ms, compile_ms, start, note)
+
+
+def load_xgrammar(grammar_path: Path, tok: Tokenizer) -> LoadedEngine:
+    import torch
+    import xgrammar
+
+    t0 = time.perf_counter_ns()
+    info = xgrammar.TokenizerInfo.from_huggingface(
+        tok.hf, vocab_size=tok.vocab_size, stop_token_ids=list(tok.eos_token_ids)
+    )
+    setup_ms = elapsed_ms(t0)
+    t0 = time.perf_counter_ns()
+    grammar = xgrammar.Grammar.from_lark(grammar_path.read_text(encoding="utf-8"))
+    compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    compiled = compiler.compile_grammar(grammar)
+    compile_ms = elapsed_ms(t0)
+
+    def start(bitmask: np.ndarray) -> Session:
+        m = xgrammar.GrammarMatcher(compiled)
+        shared = torch.from_numpy(bitmask)  # same memory: the harness reads the numpy array
+        return Session(lambda: m.fill_next_token_bitmask(shared, 0), m.accept_token)
+
+    return LoadedEngine(setup_ms, compile_ms, start, f"Grammar.from_lark, {info.vocab_type.name}")
+
+
+LOADERS: dict[str, Callable[[Path, Tokenizer], LoadedEngine]] = {
+    "gridrail": load_gridrail,
+    "llguidance": load_llguidance,
+    "xgrammar": load_xgrammar,
+}
+
+
+# ----- replays ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Rejection:
+    statement: int  # index in the corpus
+    step: int
+    token_id: int
+    reason: str
+
+
+@dataclass
+class EngineRun:
+    engine: str
+    loaded: LoadedEngine | None = None
+    load_error: str = ""
+    latencies_us: list[float] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def is_allowed(bitmask: np.ndarray, token_id: int) -> bool:
+    return bool(int(bitmask[0, token_id >> 5]) >> (token_id & 31) & 1)
+
+
+def replay(
+    session: Session, bitmask: np.ndarray, ids: list[int], index: int, run: EngineRun
+) -> None:
+    """Replay `ids` then EOS (the last element), timing each mask; record a rejection if any."""
+    for step, token_id in enumerate(ids):
+        t0 = time.perf_counter_ns()
+        session.fill()
+        run.latencies_us.append((time.perf_counter_ns() - t0) / 1e3)
+        run.positions.append(step)
+        if not is_allowed(bitmask, token_id):
+            run.rejections.append(Rejection(index, step, token_id, "not in the mask"))
+            return
+        if not session.accept(token_id):
+            run.rejections.append(Rejection(index, step, token_id, "in the mask, accept failed"))
+            return
+
+
+def run_engine(
+    engine: str,
+    grammar: Path,
+    tok: Tokenizer,
+    replays: list[list[int]],
+    log: Callable[[str], None],
+) -> EngineRun:
+    run = EngineRun(engine)
+    try:
+        run.loaded = LOADERS[engine](grammar, tok)
+    except Exception as exc:  # an engine that cannot load the grammar is a result
+        run.load_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        log(f"  {engine}: cannot load the grammar: {run.load_error}")
+        return run
+    bitmask = np.zeros((1, (tok.vocab_size + 31) // 32), dtype=np.int32)
+    t0 = time.perf_counter()
+    for index, ids in enumerate(replays):
+        replay(run.loaded.start(bitmask), bitmask, [*ids, tok.eos_token_id], index, run)
+    run.wall_s = time.perf_counter() - t0
+    log(f"  {engine}: {len(run.latencies_us)} masks in {run.wall_s:.1f} s")
+    return run
+
+
+# ----- statistics and report -------------------------------------------------------------------
+
+
+def slope_us_per_position(run: EngineRun) -> float:
+    """OLS slope of per-step latency against the step's position within its replay."""
+    x = np.asarray(run.positions, dtype=float)
+    y = np.asarray(run.latencies_us, dtype=float)
+    if len(x) < 2 or np.ptp(x) == 0:
+        return float("nan")
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def fmt_us(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def table(runs: list[EngineRun], n_replays: int) -> list[str]:
+    lines = [
+        "| engine | tokenizer setup (ms) | compile (ms) | p50 | p90 | p99 | max (µs) "
+        "| rejected replays | slope (µs/pos) | p50 ÷ gridrail p50 | masks | replay wall (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    base = next((r for r in runs if r.engine == "gridrail" and r.latencies_us), None)
+    base_p50 = float(np.percentile(base.latencies_us, 50)) if base else None
+    for run in runs:
+        if run.loaded is None:
+            lines.append(f"| {run.engine} | cannot load the grammar: {run.load_error} |")
+            continue
+        p50, p90, p99 = np.percentile(run.latencies_us, [50, 90, 99])
+        ratio = f"{p50 / base_p50:.4g}" if base_p50 else "–"
+        lines.append(
+            f"| {run.engine} | {run.loaded.setup_ms:,.0f} | {run.loaded.compile_ms:,.1f} "
+            f"| {fmt_us(p50)} | {fmt_us(p90)} | {fmt_us(p99)} | {fmt_us(max(run.latencies_us))} "
+            f"| {len(run.rejections)} / {n_replays} | {slope_us_per_position(run):.3g} "
+            f"| {ratio} | {len(run.latencies_us)} | {run.wall_s:.1f} |"
+        )
+    return lines
+
+
+def describe_rejections(runs: list[EngineRun], statements: list[str], tok: Tokenizer) -> list[str]:
+    lines = []
+    for run in runs:
+        for r in run.rejections:
+            ids = tok.encode(statements[r.statement])
+            prefix = tok.hf.decode(ids[: r.step]) if r.step <= len(ids) else ""
+            token = "EOS" if r.step == len(ids) else repr(tok.hf.decode([r.token_id]))
+            lines.append(
+                f"- {run.engine}: statement {r.statement + 1}, step {r.step}, token {token} "
+                f"({r.reason}) after `{prefix[-60:]}`"
+            )
+    return lines
+
+
+def host_line(cpu: int) -> str:
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = []
+    for package in PACKAGES:
+        try:
+            versions.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            versions.append(f"{package} (not installed)")
+    return (
+        f"{model}, {os.cpu_count()} cores (pinned to CPU {cpu}); {platform.system()} "
+        f"{platform.release()}; Python {platform.python_version()}; " + ", ".join(versions)
+    )
+
+
+def read_corpus(path: Path, limit: int | None) -> list[str]:
+    statements = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        statement = raw.split("\t", 1)[0].strip()
+        if statement:
+            statements.append(statement)
+    return statements[:limit] if limit else statements
+
+
+def tokenizer_path(assets: Path, name: str) -> Path:
+    path = Path(name)
+    return path if path.suffix == ".json" else assets / "tokenizers" / name / "tokenizer.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--grammar", type=Path, default=DEFAULT_GRAMMAR, help="a .lark file")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument(
+        "--tokenizers",
+        nargs="+",
+        default=["gpt2", "qwen2"],
+        help="names under ASSETS/tokenizers/ or paths to tokenizer.json files",
+    )
+    parser.add_argument("--engines", nargs="+", choices=list(LOADERS), default=list(LOADERS))
+    parser.add_argument("--limit", type=int, help="replay only the first N statements")
+    parser.add_argument(
+        "--assets",
+        type=Path,
+        default=Path(os.environ.get("GRIDRAIL_ASSETS", REPO_ROOT.parent / "shared")),
+        help="folder laid out like the project's shared/ (default: $GRIDRAIL_ASSETS or ../shared)",
+    )
+    args = parser.parse_args()
+
+    cpu = pin_to_one_cpu()
+    started = time.perf_counter()
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    statements = read_corpus(args.corpus, args.limit)
+    out = [
+        f"command: python {' '.join(sys.argv)}",
+        f"date: {date.today().isoformat()}",
+        f"host: {host_line(cpu)}",
+        f"grammar: {args.grammar}; corpus: {args.corpus} ({len(statements)} statements)",
+    ]
+    for name in args.tokenizers:
+        log(f"{name}:")
+        tok = load_tokenizer(name, tokenizer_path(args.assets, name))
+        replays = [tok.encode(s) for s in statements]
+        runs = [run_engine(e, args.grammar, tok, replays, log) for e in args.engines]
+        out += [
+            "",
+            f"### {name} (vocabulary {tok.vocab_size:,}, EOS {list(tok.eos_token_ids)}; "
+            f"{sum(len(r) + 1 for r in replays)} steps per engine when nothing is rejected)",
+            "",
+            *table(runs, len(replays)),
+            "",
+            *(f"- {r.engine}: {r.loaded.note}" for r in runs if r.loaded),
+            *describe_rejections(runs, statements, tok),
+        ]
+    out += ["", f"total run time: {time.perf_counter() - started:.0f} s"]
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
