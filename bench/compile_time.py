@@ -7,7 +7,6 @@ tables, built once per process, stay warm after the first run). Prints medians a
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 
@@ -16,16 +15,7 @@ from gridrail.grammar.lalr import build_lalr
 from gridrail.grammar.model import Grammar
 from gridrail.grammar.reduce import reduce_grammar
 from gridrail.grammar.scanner import build_scanner
-
-
-def host() -> str:
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}; {platform.system()} {platform.release()}; Python {platform.python_version()}"
+from host import describe
 
 
 def measure(name: str) -> dict[str, float]:
@@ -56,7 +46,7 @@ def main() -> None:
     runs = [measure(args.grammar) for _ in range(args.runs)]
     g = reduce_grammar(Grammar.resolve(args.grammar))
     print(f"grammar {args.grammar}: {len(g.terminals)} terminals, {len(g.productions)} productions")
-    print(f"host: {host()}")
+    print(f"host: {describe()}")
     print(f"median of {args.runs} runs:")
     for stage in runs[-1]:
         values = [r.get(stage, 0.0) for r in runs]

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +39,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+
+from host import describe
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_GRAMMAR = REPO_ROOT / "python" / "gridrail" / "grammars" / "sqlite.lark"
@@ -311,22 +312,13 @@ def describe_rejections(runs: list[EngineRun], statements: list[str], tok: Token
 
 
 def host_line(cpu: int) -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     versions = []
     for package in PACKAGES:
         try:
             versions.append(f"{package} {version(package)}")
         except PackageNotFoundError:
             versions.append(f"{package} (not installed)")
-    return (
-        f"{model}, {os.cpu_count()} cores (pinned to CPU {cpu}); {platform.system()} "
-        f"{platform.release()}; Python {platform.python_version()}; " + ", ".join(versions)
-    )
+    return f"{describe()} (pinned to CPU {cpu}); " + ", ".join(versions)
 
 
 def read_corpus(path: Path, limit: int | None) -> list[str]:
