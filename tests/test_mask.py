@@ -85,7 +85,7 @@ def test_tiny_vocabulary_fast_equals_spec_on_every_prefix(tiny_guide: gr.Guide) 
 # -- fast ≡ spec on real tokenizers, sampled steps of statement replays -----------------------
 
 STEPS_PER_TOKENIZER = {"gpt2": 6, "llama2": 6, "qwen2": 3, "llama3": 3}
-LONG_STEPS_PER_TOKENIZER = 200
+LONG_STEPS_PER_TOKENIZER = 2000
 EXTRA_STATEMENTS = [
     "SELECT name, 'O''Brien' || \"x\" FROM t WHERE a >= -1.5e3 AND b <> 'é中文';",
     "SELECT count(*) FROM (SELECT T1.a FROM t AS T1 JOIN u ON T1.id = u.id) GROUP BY 1;",
@@ -97,34 +97,36 @@ def _statements() -> list[str]:
     with open(spider_gold(), encoding="utf-8") as f:
         lines = [line.split("\t", 1)[0].strip() for line in f]
     rng = random.Random(3)
-    picked = [s if s.endswith(";") else s + ";" for s in rng.sample(lines, 40)]
+    picked = [s if s.endswith(";") else s + ";" for s in rng.sample(lines, 300)]
     return picked + EXTRA_STATEMENTS
 
 
-def _replay_steps(name: str, quota: int, seed: int):
+def _sampled_steps(name: str, quota: int, seed: int):
+    """A guide and `quota` sampled (token ids, k) steps — after the first k tokens of a replay —
+    grouped by statement in increasing k so each statement is replayed once."""
     from tokenizers import Tokenizer
 
     path = asset("tokenizers", name, "tokenizer.json")
     tokenizer = Tokenizer.from_file(str(path))
     vocab = gr.Vocabulary.from_file(path)
     guide = gr.compile(_sqlite(), vocab)
-    rng = random.Random(seed)
-    steps = []
-    for statement in _statements():
-        ids = tokenizer.encode(statement, add_special_tokens=False).ids
-        for k in range(len(ids) + 1):
-            steps.append((ids, k))
-    return guide, rng.sample(steps, quota)
+    replays = [tokenizer.encode(s, add_special_tokens=False).ids for s in _statements()]
+    steps = [(r, k) for r, ids in enumerate(replays) for k in range(len(ids) + 1)]
+    picked = sorted(random.Random(seed).sample(steps, quota))
+    return guide, [(replays[r], k) for r, k in picked]
 
 
 def _check_fast_equals_spec(name: str, quota: int, seed: int) -> None:
-    guide, steps = _replay_steps(name, quota, seed)
+    guide, steps = _sampled_steps(name, quota, seed)
+    m = guide.matcher()
     for ids, k in steps:
-        m = guide.matcher()
-        assert m.accept_tokens(ids[:k]), f"{name}: replay rejected at {k}"
+        if m.accepted_tokens() != ids[: m.num_accepted] or m.num_accepted > k:
+            m.reset()
+        assert m.accept_tokens(ids[m.num_accepted : k]), f"{name}: replay rejected before {k}"
         cfg = m.configuration
         fast, spec = guide.mask(cfg), spec_mask(guide.oracle, guide.vocab, cfg)
-        assert fast == spec, f"{name}: divergence after {guide.vocab.token_bytes(ids[k - 1])!r}"
+        where = guide.vocab.token_bytes(ids[k - 1]) if k else b"<start>"
+        assert fast == spec, f"{name}: divergence after {where!r} (step {k} of {ids})"
         assert ids[k] in fast if k < len(ids) else guide.vocab.eos_token_id in fast
 
 

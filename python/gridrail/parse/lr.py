@@ -107,9 +107,9 @@ class LRMachine:
         while True:
             move = action[node.state][terminal]
             if move >= 0:
-                return StackNode(move, terminal, node)
+                return node.push(move, terminal)
             lhs, length = productions[-1 - move]
             top = node
             for _ in range(length):
                 top = top.parent  # type: ignore[assignment]
-            node = StackNode(goto[top.state][lhs], self.nonterminal_base + lhs, top)
+            node = top.push(goto[top.state][lhs], self.nonterminal_base + lhs)

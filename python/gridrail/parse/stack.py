@@ -15,7 +15,17 @@ _PACK = struct.Struct("<QII").pack
 
 
 class StackNode:
-    __slots__ = ("accept_ok", "allowed", "depth", "finish", "hash", "parent", "state", "symbol")
+    __slots__ = (
+        "accept_ok",
+        "allowed",
+        "children",
+        "depth",
+        "finish",
+        "hash",
+        "parent",
+        "state",
+        "symbol",
+    )
 
     def __init__(self, state: int, symbol: int, parent: StackNode | None):
         self.state = state
@@ -33,6 +43,20 @@ class StackNode:
         self.allowed: int | None = None  # bit mask of terminals shiftable from this stack
         self.accept_ok: bool | None = None  # can $END reach ACCEPT from this stack
         self.finish: dict | None = None  # cheapest completions from this node + a state above
+        self.children: dict[int, StackNode] | None = None  # interned pushes: see `push`
+
+    def push(self, state: int, symbol: int) -> StackNode:
+        """The node for `state` on top of this one, interned: equal stacks built from the same
+        parent are one object, so their memo slots are filled once for every fork and every
+        trial feed. An LR state has a single accessing symbol, so the state alone is the key;
+        the table is bounded by the number of LR states."""
+        children = self.children
+        if children is None:
+            children = self.children = {}
+        node = children.get(state)
+        if node is None:
+            node = children[state] = StackNode(state, symbol, self)
+        return node
 
     def states(self) -> list[int]:
         """Bottom-to-top states; O(depth) — for debugging and tests, never on the hot path."""
