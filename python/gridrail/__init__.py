@@ -1,11 +1,21 @@
 """gridrail: grammar-railed decoding (GRID) for LLM-written SQL."""
 
-from gridrail.errors import GrammarConflict, GrammarError, GridrailError, ParseError, RegexError
+from gridrail.errors import (
+    GrammarConflict,
+    GrammarError,
+    GridrailError,
+    LexiconError,
+    ParseError,
+    PolicyError,
+    RegexError,
+    SchemaError,
+)
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, Matcher, compile
 from gridrail.mask.bitmask import allocate_bitmask
 from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.policy import Policy, Schema
 from gridrail.vocab import Vocabulary
 
 __all__ = [
@@ -16,10 +26,15 @@ __all__ = [
     "GrammarError",
     "GridrailError",
     "Guide",
+    "LexiconError",
     "Matcher",
     "Oracle",
     "ParseError",
+    "Policy",
+    "PolicyError",
     "RegexError",
+    "Schema",
+    "SchemaError",
     "Vocabulary",
     "allocate_bitmask",
     "compile",

@@ -55,3 +55,26 @@ class ParseError(GridrailError):
         self.offset = offset
         self.expected = expected
         super().__init__(message)
+
+
+class PolicyError(GridrailError):
+    """A policy bundle is malformed or inconsistent (with the grammar or the schema).
+
+    ``line`` is the 1-based line in the policy file the problem is about (0 when unknown).
+    """
+
+    def __init__(self, message: str, line: int = 0, source: str = "<policy>"):
+        self.message = message
+        self.line = line
+        self.source = source
+        where = f"{source}:{line}: " if line else f"{source}: "
+        super().__init__(where + message)
+
+
+class SchemaError(GridrailError):
+    """A database catalog cannot be read (missing file, refused connection, no such schema)."""
+
+
+class LexiconError(GridrailError):
+    """A schema name cannot be written in the grammar's identifier terminal (precondition
+    W_c ⊆ R_c of the paper's §2 fails), so it could never be generated."""

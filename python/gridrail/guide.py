@@ -8,6 +8,7 @@ Matchers, one per generation. A Matcher keeps the history of configurations it w
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,15 +21,23 @@ from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie, build_trie
 from gridrail.vocab.vocabulary import Vocabulary
 
+if TYPE_CHECKING:
+    from gridrail.policy.bundle import Policy
+    from gridrail.policy.schema import Schema
+    from gridrail.policy.view import SchemaView
+
 MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the mask stays singleton
 
 
 class Guide:
     """Everything shared by the matchers of one (grammar, vocabulary) pair."""
 
-    def __init__(self, compiled: CompiledGrammar, vocab: Vocabulary):
+    def __init__(
+        self, compiled: CompiledGrammar, vocab: Vocabulary, view: SchemaView | None = None
+    ):
         self.compiled = compiled
         self.vocab = vocab
+        self.view = view  # what the role sees of the schema (None: no schema)
         self.oracle = Oracle(compiled)
         self.trie: TokenTrie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
         self.completer = Completer(self.oracle)
@@ -51,10 +60,26 @@ class Guide:
         return [*self.trie.tokenize(self.completer.complete(cfg)), self.vocab.eos_token_id]
 
 
-def compile(grammar: Grammar | CompiledGrammar, vocab: Vocabulary) -> Guide:
-    """A Guide for `grammar` over `vocab` (the grammar is compiled if it is not already)."""
-    compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(grammar)
-    return Guide(compiled, vocab)
+def compile(
+    grammar: Grammar | CompiledGrammar,
+    vocab: Vocabulary,
+    *,
+    schema: Schema | None = None,
+    policy: Policy | None = None,
+    role: str | None = None,
+) -> Guide:
+    """A Guide for `grammar` over `vocab`. With a policy (and `role`, unless the policy has
+    one role) the language is the role's projection (L2); with a schema its identifiers are the
+    names the role may see (L3). A grammar given already compiled is used as it is."""
+    if schema is None and policy is None and role is None:
+        compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(grammar)
+        return Guide(compiled, vocab)
+    if isinstance(grammar, CompiledGrammar):
+        raise TypeError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
+    from gridrail.policy.language import role_language
+
+    language, view, _ = role_language(grammar, policy, role, schema)
+    return Guide(compile_grammar(language), vocab, view)
 
 
 class Matcher:

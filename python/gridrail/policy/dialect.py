@@ -1,0 +1,100 @@
+"""How each SQL dialect writes and matches identifiers.
+
+The schema lexicons (L3) and the semantic checker both need the same two facts about a dialect:
+which quote styles may wrap a name, and when a written name denotes a catalog name.
+
+- SQLite: identifiers match case-insensitively (ASCII letters only), quoted or not; a name can be
+  quoted as "x", `x` or [x].
+- DuckDB: identifiers match case-insensitively, quoted or not (the catalog keeps the case it was
+  created with); a name is quoted as "x".
+- PostgreSQL: an unquoted name is folded to lower case (ASCII) before matching; a quoted name
+  matches exactly. So a catalog name with upper-case letters can only be written quoted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_ASCII_UPPER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
+def ascii_lower(name: str) -> str:
+    """Lower-case ASCII letters only (SQLite and PostgreSQL leave other letters as written)."""
+    return name.translate(_ASCII_UPPER)
+
+
+@dataclass(frozen=True)
+class QuoteStyle:
+    open: str
+    close: str
+
+    def quote(self, name: str) -> str | None:
+        """`name` in this quote style (a closing quote inside is doubled), or None when the
+        style cannot hold it (`[...]` has no escape for "]")."""
+        if self.open == "[":
+            return None if "]" in name else f"[{name}]"
+        return self.open + name.replace(self.close, self.close * 2) + self.close
+
+    def unquote(self, text: str) -> str | None:
+        """The name inside `text` if `text` is written in this style, else None."""
+        if len(text) < 2 or text[0] != self.open or text[-1] != self.close:
+            return None
+        inner = text[1:-1]
+        return inner if self.open == "[" else inner.replace(self.close * 2, self.close)
+
+
+@dataclass(frozen=True)
+class IdentifierRules:
+    dialect: str
+    quote_styles: tuple[QuoteStyle, ...]
+    folds_unquoted: bool  # PostgreSQL: unquoted names are lower-cased before matching
+    case_insensitive: bool  # SQLite, DuckDB: every comparison ignores (ASCII) case
+
+    def key(self, name: str, quoted: bool) -> str:
+        """The form two names are compared in: names denote the same object iff keys are equal.
+        `name` is the identifier as written, without its quotes."""
+        if self.case_insensitive or (self.folds_unquoted and not quoted):
+            return ascii_lower(name)
+        return name
+
+    def catalog_key(self, name: str) -> str:
+        """The key of a name as the catalog stores it (a quoted reference to it must match it)."""
+        return self.key(name, quoted=True)
+
+    def unquote(self, written: str) -> tuple[str, bool]:
+        """(name, quoted) of an identifier as it appears in SQL text."""
+        for style in self.quote_styles:
+            inner = style.unquote(written)
+            if inner is not None:
+                return inner, True
+        return written, False
+
+    def denotes(self, written: str, catalog_name: str) -> bool:
+        """Does the identifier `written` (as in the SQL text, quotes included) name
+        `catalog_name`?"""
+        name, quoted = self.unquote(written)
+        return self.key(name, quoted) == self.catalog_key(catalog_name)
+
+    def bare_may_denote(self, catalog_name: str) -> bool:
+        """Can an unquoted spelling denote `catalog_name` at all (PostgreSQL: only if the name
+        is already in folded form)? Whether the identifier regex can spell it is the lexicon
+        builder's question."""
+        return not self.folds_unquoted or ascii_lower(catalog_name) == catalog_name
+
+
+_DOUBLE = QuoteStyle('"', '"')
+RULES: dict[str, IdentifierRules] = {
+    "sqlite": IdentifierRules(
+        "sqlite", (_DOUBLE, QuoteStyle("`", "`"), QuoteStyle("[", "]")), False, True
+    ),
+    "duckdb": IdentifierRules("duckdb", (_DOUBLE,), False, True),
+    "postgres": IdentifierRules("postgres", (_DOUBLE,), True, False),
+}
+
+
+def identifier_rules(dialect: str) -> IdentifierRules:
+    try:
+        return RULES[dialect]
+    except KeyError:
+        known = ", ".join(sorted(RULES))
+        raise ValueError(f"unknown SQL dialect {dialect!r} (known: {known})") from None

@@ -1,0 +1,28 @@
+"""A role: what one kind of caller may say (statement kinds, constructs, tables, columns,
+functions). Loaded from a policy bundle (`gridrail.policy.bundle`); names are catalog spellings,
+compared with the dialect's identifier rules once a schema is known."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ColumnRule:
+    """Columns of one table a role may see: an allow-list (None: every column) minus a
+    deny-list. A policy gives one of the two lists, never both."""
+
+    allow: frozenset[str] | None = None
+    deny: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    statements: frozenset[str]  # statement kinds of the grammar's catalogue: select, insert, ...
+    banned: frozenset[str] = frozenset()  # construct names of the grammar's catalogue
+    tables: frozenset[str] | None = None  # visible tables; None: every table of the schema
+    columns: Mapping[str, ColumnRule] = field(default_factory=dict)  # by table name
+    functions: frozenset[str] | None = None  # callable functions (lower case); None: all
+    line: int = 0  # where the role is defined in its policy file (for error messages)
