@@ -132,3 +132,26 @@ def postgres_dsn() -> Iterator[str]:
             cluster.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_hr_schema(postgres_dsn: str):
+    """examples/hr.sql loaded into its own PostgreSQL schema `hr`, read back from the catalog."""
+    import psycopg
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS hr CASCADE")
+        conn.execute("CREATE SCHEMA hr")
+        conn.execute("SET search_path TO hr")
+        lines = (
+            (Path(__file__).resolve().parent.parent / "examples" / "hr.sql")
+            .read_text()
+            .splitlines()
+        )
+        script = "\n".join(line for line in lines if not line.startswith("--"))
+        for statement in script.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    from gridrail.policy.schema import Schema
+
+    return Schema.from_postgres(postgres_dsn, schema="hr")

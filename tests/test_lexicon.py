@@ -246,3 +246,31 @@ def test_a_role_that_sees_no_usable_name_is_rejected() -> None:
     )
     with pytest.raises(PolicyError, match="role 'ghost' can say nothing"):
         role_language(_sqlite(), policy, "ghost", schema)
+
+
+# -- guide.check: the language first, then what no mask can enforce ---------------------------
+
+
+def test_guide_check_names_violations(analyst_guide: gr.Guide) -> None:
+    assert analyst_guide.check("select name, dept from employees where id = 1;") == []
+
+    (head,) = analyst_guide.check("delete from orders;")
+    assert head.kind == "outside_language" and head.start == 0  # no role statement starts "d"
+    assert "SELECT" in head.message
+
+    kinds = [(v.kind, v.column) for v in analyst_guide.check("select salary from employees;")]
+    assert sorted(kinds, key=str) == [("column_not_visible", "salary"), ("outside_language", None)]
+
+    # column policy through an alias: spellable (`salary` is no column of a visible table the
+    # mask could tell apart), caught by the checker
+    sql = "select o.total from employees as o;"
+    assert [v.kind for v in analyst_guide.check(sql)] == ["unknown_column"]
+
+    (incomplete,) = analyst_guide.check("select name from employees")
+    assert incomplete.kind == "outside_language" and "SEMICOLON" in incomplete.message
+
+
+def test_guide_check_without_schema_is_the_grammar_only() -> None:
+    guide = gr.compile(_sqlite(), _vocab([]))
+    assert guide.check("select anything from anywhere;") == []
+    assert [v.kind for v in guide.check("select from;")] == ["outside_language"]

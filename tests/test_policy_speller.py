@@ -221,23 +221,6 @@ HR_CORPUS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def postgres_hr_schema(postgres_dsn: str) -> Schema:
-    """examples/hr.sql loaded into its own PostgreSQL schema `hr`, read back from the catalog."""
-    import psycopg
-
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS hr CASCADE")
-        conn.execute("CREATE SCHEMA hr")
-        conn.execute("SET search_path TO hr")
-        lines = (EXAMPLES / "hr.sql").read_text().splitlines()
-        script = "\n".join(line for line in lines if not line.startswith("--"))
-        for statement in script.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-    return Schema.from_postgres(postgres_dsn, schema="hr")
-
-
 @pytest.mark.parametrize("role", ["analyst", "clerk", "auditor"])
 def test_speller_on_postgres_hr(role: str, postgres_hr_schema: Schema) -> None:
     policy = Policy.from_file(EXAMPLES / "hr_policy.toml")

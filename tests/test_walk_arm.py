@@ -5,6 +5,7 @@ end), and no generation may exceed its budget — including budgets as small as 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -125,9 +126,16 @@ class Generation:
     stop: str  # "eos" (sampled) or "reserve" (the budget trigger wrote the completion)
 
 
-def generate(guide: gr.Guide, rng: random.Random, budget: int, spec_every: int = 0) -> Generation:
-    """Uniform sampling from the exact masks under a budgeted matcher: a sampled token the
-    budget refuses makes the loop write the matcher's completion instead (the trigger)."""
+def generate(
+    guide: gr.Guide,
+    rng: random.Random,
+    budget: int,
+    spec_every: int = 0,
+    choose: Callable[[list[int]], int] | None = None,
+) -> Generation:
+    """Uniform sampling from the exact masks under a budgeted matcher (or `choose` picks from
+    the allowed ids): a sampled token the budget refuses makes the loop write the matcher's
+    completion instead (the trigger)."""
     m = guide.matcher(max_tokens=budget)
     step = 0
     while True:
@@ -135,7 +143,7 @@ def generate(guide: gr.Guide, rng: random.Random, budget: int, spec_every: int =
         if spec_every and step % spec_every == 0:
             assert allowed == spec_mask(guide.oracle, guide.vocab, m.configuration)
         step += 1
-        token = rng.choice(allowed.ids())
+        token = (choose or rng.choice)(allowed.ids())
         if m.accept_tokens([token]):
             if m.is_terminated():
                 return Generation(m.accepted_tokens(), budget, "eos")

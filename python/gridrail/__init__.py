@@ -1,5 +1,6 @@
 """gridrail: grammar-railed decoding (GRID) for LLM-written SQL."""
 
+from gridrail.check import SemanticChecker, Violation
 from gridrail.errors import (
     GrammarConflict,
     GrammarError,
@@ -35,6 +36,8 @@ __all__ = [
     "RegexError",
     "Schema",
     "SchemaError",
+    "SemanticChecker",
+    "Violation",
     "Vocabulary",
     "allocate_bitmask",
     "compile",

@@ -7,11 +7,14 @@ Matchers, one per generation. A Matcher keeps the history of configurations it w
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gridrail.check.checker import SemanticChecker, Violation
+from gridrail.errors import ParseError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.mask.bitmask import TokenSet, words_per_row
@@ -33,11 +36,17 @@ class Guide:
     """Everything shared by the matchers of one (grammar, vocabulary) pair."""
 
     def __init__(
-        self, compiled: CompiledGrammar, vocab: Vocabulary, view: SchemaView | None = None
+        self,
+        compiled: CompiledGrammar,
+        vocab: Vocabulary,
+        view: SchemaView | None = None,
+        dialect: Grammar | None = None,
     ):
         self.compiled = compiled
         self.vocab = vocab
         self.view = view  # what the role sees of the schema (None: no schema)
+        self._dialect = dialect  # the L1 grammar the role's language was cut from
+        self._checker: SemanticChecker | None = None
         self.oracle = Oracle(compiled)
         self.trie: TokenTrie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
         self.completer = Completer(self.oracle)
@@ -53,6 +62,28 @@ class Guide:
 
     def is_eos(self, token_id: int) -> bool:
         return token_id in self._eos
+
+    def check(self, sql: str) -> list[Violation]:
+        """Named violations of a finished statement ([] = clean): first whether it is in this
+        guide's language at all (a statement from elsewhere may not be), then — with a schema —
+        what no mask can enforce (Proposition 11: column policy, alias binding), judged on the
+        dialect's parse so that names the role cannot even spell are reported by name."""
+        data = sql.encode("utf-8")
+        error = self.oracle.first_error(data)
+        if error is None and not self.oracle.accepts(data):
+            error = len(data)
+        violations = []
+        if error is not None:
+            violations.append(_outside_language(self, data, error))
+        if self.view is None:
+            return violations
+        if self._checker is None:
+            dialect = compile_grammar(self._dialect) if self._dialect else self.compiled
+            self._checker = SemanticChecker(dialect, self.view)
+        # not a statement of the dialect either: the first violation already says where
+        with contextlib.suppress(ParseError):
+            violations.extend(self._checker.check(sql))
+        return sorted(violations, key=lambda v: (v.start, v.end))
 
     def completion(self, cfg: Configuration) -> list[int]:
         """Tokens of a shortest legal completion at `cfg`, ending with EOS (Proposition 9's
@@ -79,7 +110,25 @@ def compile(
     from gridrail.policy.language import role_language
 
     language, view, _ = role_language(grammar, policy, role, schema)
-    return Guide(compile_grammar(language), vocab, view)
+    return Guide(compile_grammar(language), vocab, view, grammar)
+
+
+def _outside_language(guide: Guide, data: bytes, offset: int) -> Violation:
+    oracle, name = guide.oracle, guide.compiled.grammar.name
+    cfg = oracle.feed(oracle.initial, data[:offset])
+    if offset < len(data):
+        expected = ", ".join(oracle.allowed_terminals(cfg)) or "nothing"
+        byte = data[offset : offset + 1].decode("utf-8", "replace")
+        message = (
+            f"the statement leaves the language of {name} at byte {offset} ({byte!r}); "
+            f"what may come there: {expected}"
+        )
+    else:
+        stack = oracle.finalize(cfg)
+        allowed = oracle.lr.allowed_mask(stack) if stack is not None else 0
+        expected = ", ".join(guide.compiled.names_of(allowed)) or "nothing"
+        message = f"the statement is incomplete in {name}; it could go on with: {expected}"
+    return Violation("outside_language", message, offset, min(offset + 1, len(data)))
 
 
 class Matcher:
