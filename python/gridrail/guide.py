@@ -8,6 +8,7 @@ Matchers, one per generation. A Matcher keeps the history of configurations it w
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,10 @@ from gridrail.errors import ParseError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.mask.bitmask import TokenSet, words_per_row
+from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
+from gridrail.mask.keys import KeyMaker
+from gridrail.mask.walk import walk_context_independent
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie, build_trie
@@ -26,6 +30,7 @@ from gridrail.vocab.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from gridrail.policy.bundle import Policy
+    from gridrail.policy.lexicon import Lexicon
     from gridrail.policy.schema import Schema
     from gridrail.policy.view import SchemaView
 
@@ -41,6 +46,8 @@ class Guide:
         vocab: Vocabulary,
         view: SchemaView | None = None,
         dialect: Grammar | None = None,
+        lexicons: Sequence[Lexicon] = (),
+        cache_capacity: int = 65_536,
     ):
         self.compiled = compiled
         self.vocab = vocab
@@ -48,6 +55,8 @@ class Guide:
         self._dialect = dialect  # the L1 grammar the role's language was cut from
         self._checker: SemanticChecker | None = None
         self.oracle = Oracle(compiled)
+        self.keys = KeyMaker(self.oracle, *_lexicon_signature(compiled, lexicons))
+        self.cache = MaskCache(cache_capacity)  # T1: walks of this grammar and vocabulary
         self.trie: TokenTrie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
         self.completer = Completer(self.oracle)
         self._eos = frozenset(vocab.eos_token_ids)
@@ -57,8 +66,14 @@ class Guide:
         return Matcher(self, max_tokens)
 
     def mask(self, cfg: Configuration) -> TokenSet:
-        """The exact set of token ids allowed at `cfg` (EOS ids only when it is a sentence)."""
-        return next_token_mask(self.oracle, self.trie, self.vocab, cfg)
+        """The exact set of token ids allowed at `cfg` (EOS ids only when it is a sentence):
+        the context-independent walk from the cache (computed and published on a miss), the
+        context-dependent verdicts against the live stack."""
+        key = self.keys.key(cfg)
+        walk = self.cache.get(key, self.keys.is_identifier_position(cfg))
+        if walk is None:
+            walk = self.cache.publish(key, walk_context_independent(self.oracle, self.trie, cfg))
+        return next_token_mask(self.oracle, self.trie, self.vocab, cfg, walk)
 
     def is_eos(self, token_id: int) -> bool:
         return token_id in self._eos
@@ -109,8 +124,18 @@ def compile(
         raise TypeError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
     from gridrail.policy.language import role_language
 
-    language, view, _ = role_language(grammar, policy, role, schema)
-    return Guide(compile_grammar(language), vocab, view, grammar)
+    language, view, lexicons = role_language(grammar, policy, role, schema)
+    return Guide(compile_grammar(language), vocab, view, grammar, lexicons)
+
+
+def _lexicon_signature(compiled: CompiledGrammar, lexicons: Sequence[Lexicon]) -> tuple[int, str]:
+    """The lexicon terminals as a bit mask, and a fingerprint of what they spell."""
+    mask = 0
+    digest = hashlib.blake2b(b"gridrail-lexicons-v1\0", digest_size=16)
+    for lexicon in sorted(lexicons, key=lambda lex: lex.category.terminal):
+        mask |= 1 << compiled.grammar.terminal(lexicon.category.terminal).index
+        digest.update(f"{lexicon.category.terminal}\0{lexicon.pattern}\0".encode())
+    return mask, digest.hexdigest() if mask else ""
 
 
 def _outside_language(guide: Guide, data: bytes, offset: int) -> Violation:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gridrail.mask.bitmask import TokenSet
-from gridrail.mask.walk import evaluate_cd_class, walk_context_independent
+from gridrail.mask.walk import WalkResult, evaluate_cd_class, walk_context_independent
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie
 from gridrail.vocab.vocabulary import Vocabulary
@@ -15,10 +15,17 @@ class EmptyMaskError(AssertionError):
 
 
 def next_token_mask(
-    oracle: Oracle, trie: TokenTrie, vocab: Vocabulary, cfg: Configuration
+    oracle: Oracle,
+    trie: TokenTrie,
+    vocab: Vocabulary,
+    cfg: Configuration,
+    walk: WalkResult | None = None,
 ) -> TokenSet:
+    """The mask at `cfg`; `walk` is its context-independent walk when the caller has it
+    (from the cache), else it is computed here."""
     allowed = TokenSet(vocab.size)
-    walk = walk_context_independent(oracle, trie, cfg)
+    if walk is None:
+        walk = walk_context_independent(oracle, trie, cfg)
     for node in walk.ci_nodes:
         allowed.add_all(trie.ids_at(node))
     for cd in walk.cd_classes:

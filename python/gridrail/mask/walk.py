@@ -52,7 +52,15 @@ class WalkResult:
 
 def walk_context_independent(oracle: Oracle, trie: TokenTrie, cfg: Configuration) -> WalkResult:
     """The CI part of the mask at `cfg` and its CD residue (depends on cfg's scan part and on
-    A(cfg.stack) only)."""
+    A(cfg.stack) only — exactly on the fields of `gridrail.mask.keys.MaskKey`: the walk reads
+    the pending length only as zero or not, and the requeued bytes only after an accept)."""
+    cfg = Configuration(
+        cfg.stack,
+        cfg.scan_state,
+        min(cfg.lexeme_length, 1),
+        cfg.accept_state,
+        cfg.tail if cfg.accept_state >= 0 else b"",
+    )
     trans, live, accept = oracle.scanner_tables()
     v = oracle.allowed_mask(cfg) | oracle.ignored_mask
     edge, depth_of, size, token_id = trie.edge_byte, trie.depth, trie.subtree_size, trie.token_id

@@ -1,0 +1,82 @@
+"""Mask cache keys (paper §4.3, Definition 5) and the identifier composition rule (Prop. 6).
+
+The context-independent part of a mask (the CI token set and the CD residue's trie roots) is a
+function of the stack-free half of the configuration and of the allowed set A: the scanner
+state, whether a lexeme is pending, the last accepting state and the bytes after it (requeued
+on emission), and A. That tuple is the key. Two simplifications are exact: the pending lexeme's
+length only matters as zero or not (nothing else reads it), and the requeued bytes only matter
+once an accepting position exists (without one, ending the lexeme rejects).
+
+At an *identifier position* — a lexicon terminal is allowed, or the pending lexeme can still
+become or already is one — the walk's verdicts depend on the lexicons, so the key is of a
+distinct type that carries the lexicon fingerprint. A generic verdict there would admit
+forbidden names that no later check rejects (they are grammatical as identifiers), so the cache
+refuses, with an exception in every build, to answer an identifier position from a generic key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gridrail.errors import GridrailError
+from gridrail.parse.oracle import Configuration, Oracle
+
+
+class IdentifierCompositionError(GridrailError):
+    """A generic mask entry was consulted at an identifier position (Proposition 6): the mask
+    would not come from the schema lexicons. Always a bug; never silenced."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenericKey:
+    scan_state: int
+    pending: bool  # a lexeme is in progress
+    accept_state: int  # -1: no accepting position in the pending lexeme
+    tail: bytes  # bytes after the last accepting position (b"" when there is none)
+    allowed: int  # A(σ) as a terminal bit mask
+
+
+@dataclass(frozen=True, slots=True)
+class IdentifierKey:
+    scan_state: int
+    pending: bool
+    accept_state: int
+    tail: bytes
+    allowed: int
+    lexicons: str  # fingerprint of the lexicons the walk consults
+
+
+MaskKey = GenericKey | IdentifierKey
+
+
+@dataclass(frozen=True)
+class KeyMaker:
+    """Keys for one guide: its oracle, which terminals are lexicon categories, and the
+    fingerprint of their lexicons."""
+
+    oracle: Oracle
+    lexicon_terminals: int = 0  # bit mask
+    lexicons: str = ""
+
+    def is_identifier_position(self, cfg: Configuration) -> bool:
+        if not self.lexicon_terminals:
+            return False
+        _, live, accept = self.oracle.scanner_tables()
+        involved = self.oracle.allowed_mask(cfg)
+        if cfg.lexeme_length:
+            involved |= live[cfg.scan_state]
+        if cfg.accept_state >= 0:
+            involved |= accept[cfg.accept_state]
+        return bool(involved & self.lexicon_terminals)
+
+    def key(self, cfg: Configuration) -> MaskKey:
+        fields = (
+            cfg.scan_state,
+            cfg.lexeme_length > 0,
+            cfg.accept_state,
+            cfg.tail if cfg.accept_state >= 0 else b"",
+            self.oracle.allowed_mask(cfg),
+        )
+        if self.is_identifier_position(cfg):
+            return IdentifierKey(*fields, self.lexicons)
+        return GenericKey(*fields)

@@ -1,0 +1,98 @@
+"""The T1 mask cache: cache-on ≡ cache-off (OBL-KEY1), distinct identifier keys and the
+identifier composition rule (Proposition 6), idempotent publish and bounded size."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import astuple
+
+import pytest
+
+import gridrail as gr
+from gridrail.mask.cache import CacheKeyConflict, MaskCache
+from gridrail.mask.compute import next_token_mask
+from gridrail.mask.keys import GenericKey, IdentifierCompositionError, IdentifierKey, KeyMaker
+from gridrail.mask.walk import walk_context_independent
+from test_lexicon import HR_TABLES, _policy, _sqlite, _vocab
+from test_walk_arm import _SQL_WORDS, generate
+
+WORDS = [*_SQL_WORDS, "employees", " employees", "emplo", "yees", " name", "orders", " total"]
+
+
+def _guide(role: str | None) -> gr.Guide:
+    schema = gr.Schema.from_tables("sqlite", HR_TABLES)
+    if role is None:
+        return gr.compile(_sqlite(), _vocab(WORDS), schema=schema)
+    return gr.compile(_sqlite(), _vocab(WORDS), schema=schema, policy=_policy(), role=role)
+
+
+@pytest.mark.parametrize("role", [None, "analyst", "clerk"])
+def test_cache_on_equals_cache_off_on_random_replays(role: str | None) -> None:
+    guide = _guide(role)
+    rng = random.Random(5)
+    checked = 0
+    for _ in range(40):
+        gen = generate(guide, rng, budget=rng.randint(30, 60))
+        m = guide.matcher()
+        for token in gen.tokens[:-1]:
+            cfg = m.configuration
+            uncached = next_token_mask(guide.oracle, guide.trie, guide.vocab, cfg)
+            assert guide.mask(cfg) == uncached
+            checked += 1
+            assert m.accept_tokens([token])
+    stats = guide.cache.stats
+    assert checked > 200 and stats.hits > 0 and stats.misses > 0
+
+
+def test_identifier_positions_get_identifier_keys() -> None:
+    guide = _guide("analyst")
+    oracle = guide.oracle
+    at = {text: oracle.feed(oracle.initial, text) for text in (b"select * from emplo", b"select ")}
+    after_table = oracle.feed(oracle.initial, b"select * from employees where name ")
+    for cfg in at.values():
+        key = guide.keys.key(cfg)
+        assert isinstance(key, IdentifierKey) and key.lexicons
+    assert isinstance(guide.keys.key(after_table), GenericKey)
+    # the same stack-free state under two schemas: distinct keys
+    other = gr.compile(
+        _sqlite(), _vocab(WORDS), schema=gr.Schema.from_tables("sqlite", {"employees": ["id"]})
+    )
+    cfg_other = other.oracle.feed(other.oracle.initial, b"select * from emplo")
+    assert other.keys.key(cfg_other).lexicons != guide.keys.key(at[b"select * from emplo"]).lexicons
+
+
+def test_a_generic_entry_at_an_identifier_position_raises(monkeypatch) -> None:
+    """Inject the condition Proposition 6 forbids: keys that forget they are at an identifier
+    position. The cache must refuse — by an exception, not an assert that -O would remove."""
+    guide = _guide("analyst")
+    cfg = guide.oracle.feed(guide.oracle.initial, b"select * from emplo")
+    guide.mask(cfg)  # fine with the real keys
+
+    real = KeyMaker.key
+
+    def generic(self: KeyMaker, cfg: gr.Configuration) -> GenericKey:
+        return GenericKey(*astuple(real(self, cfg))[:5])  # the lexicon fingerprint dropped
+
+    monkeypatch.setattr(KeyMaker, "key", generic)
+    with pytest.raises(IdentifierCompositionError, match="Proposition 6"):
+        guide.mask(cfg)
+    # a generic position stays answerable with a generic key
+    guide.mask(guide.oracle.feed(guide.oracle.initial, b"select * from employees where name "))
+
+
+def test_publish_is_idempotent_and_conflicts_raise() -> None:
+    guide = _guide(None)
+    oracle = guide.oracle
+    a = oracle.feed(oracle.initial, b"select * from emplo")
+    b = oracle.feed(oracle.initial, b"select ")
+    cache = MaskCache(capacity=1)
+    walk_a = walk_context_independent(oracle, guide.trie, a)
+    key_a = guide.keys.key(a)
+    assert cache.publish(key_a, walk_a) is walk_a
+    assert cache.publish(key_a, walk_context_independent(oracle, guide.trie, a)) is walk_a
+    with pytest.raises(CacheKeyConflict):
+        cache.publish(key_a, walk_context_independent(oracle, guide.trie, b))
+    cache.publish(guide.keys.key(b), walk_context_independent(oracle, guide.trie, b))
+    assert cache.stats.evictions == 1 and cache.get(key_a, True) is None
+    with pytest.raises(ValueError, match="at least one entry"):
+        MaskCache(capacity=0)
