@@ -136,13 +136,13 @@ def postgres_dsn() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def postgres_hr_schema(postgres_dsn: str):
-    """examples/hr.sql loaded into its own PostgreSQL schema `hr`, read back from the catalog."""
+    """examples/hr.sql loaded into its own PostgreSQL schema, read back from the catalog."""
     import psycopg
 
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS hr CASCADE")
-        conn.execute("CREATE SCHEMA hr")
-        conn.execute("SET search_path TO hr")
+        conn.execute("DROP SCHEMA IF EXISTS hr_example CASCADE")
+        conn.execute("CREATE SCHEMA hr_example")
+        conn.execute("SET search_path TO hr_example")
         lines = (
             (Path(__file__).resolve().parent.parent / "examples" / "hr.sql")
             .read_text()
@@ -154,4 +154,4 @@ def postgres_hr_schema(postgres_dsn: str):
                 conn.execute(statement)
     from gridrail.policy.schema import Schema
 
-    return Schema.from_postgres(postgres_dsn, schema="hr")
+    return Schema.from_postgres(postgres_dsn, schema="hr_example")
