@@ -17,6 +17,7 @@ from gridrail.guide import Guide, Matcher, compile
 from gridrail.mask.bitmask import allocate_bitmask
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.policy import Policy, Schema
+from gridrail.registry import Registry
 from gridrail.vocab import Vocabulary
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RegexError",
+    "Registry",
     "Schema",
     "SchemaError",
     "SemanticChecker",

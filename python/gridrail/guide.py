@@ -16,7 +16,7 @@ import numpy as np
 
 from gridrail.check.checker import SemanticChecker, Violation
 from gridrail.errors import ParseError
-from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
+from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.mask.bitmask import TokenSet, words_per_row
 from gridrail.mask.cache import MaskCache
@@ -25,6 +25,12 @@ from gridrail.mask.keys import KeyMaker
 from gridrail.mask.walk import walk_context_independent
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.registry import (
+    Registry,
+    shared_compiled_grammar,
+    shared_role_language,
+    shared_trie,
+)
 from gridrail.vocab.trie import TokenTrie, build_trie
 from gridrail.vocab.vocabulary import Vocabulary
 
@@ -48,6 +54,7 @@ class Guide:
         dialect: Grammar | None = None,
         lexicons: Sequence[Lexicon] = (),
         cache_capacity: int = 65_536,
+        trie: TokenTrie | None = None,
     ):
         self.compiled = compiled
         self.vocab = vocab
@@ -57,7 +64,11 @@ class Guide:
         self.oracle = Oracle(compiled)
         self.keys = KeyMaker(self.oracle, *_lexicon_signature(compiled, lexicons))
         self.cache = MaskCache(cache_capacity)  # T1: walks of this grammar and vocabulary
-        self.trie: TokenTrie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
+        if trie is None:
+            trie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
+        elif trie.fingerprint != vocab.fingerprint:
+            raise ValueError("the token trie was built for another vocabulary")
+        self.trie = trie
         self.completer = Completer(self.oracle)
         self._eos = frozenset(vocab.eos_token_ids)
 
@@ -93,7 +104,7 @@ class Guide:
         if self.view is None:
             return violations
         if self._checker is None:
-            dialect = compile_grammar(self._dialect) if self._dialect else self.compiled
+            dialect = shared_compiled_grammar(self._dialect) if self._dialect else self.compiled
             self._checker = SemanticChecker(dialect, self.view)
         # not a statement of the dialect either: the first violation already says where
         with contextlib.suppress(ParseError):
@@ -113,19 +124,23 @@ def compile(
     schema: Schema | None = None,
     policy: Policy | None = None,
     role: str | None = None,
+    registry: Registry | None = None,
 ) -> Guide:
     """A Guide for `grammar` over `vocab`. With a policy (and `role`, unless the policy has
     one role) the language is the role's projection (L2); with a schema its identifiers are the
-    names the role may see (L3). A grammar given already compiled is used as it is."""
+    names the role may see (L3). A grammar given already compiled is used as it is.
+
+    The role's language and its compiled grammar come from `registry` (default: the process-wide
+    one), built once per fingerprint however many guides and threads ask for them (§6.3)."""
     if schema is None and policy is None and role is None:
-        compiled = grammar if isinstance(grammar, CompiledGrammar) else compile_grammar(grammar)
-        return Guide(compiled, vocab)
+        if not isinstance(grammar, CompiledGrammar):
+            grammar = shared_compiled_grammar(grammar, registry)
+        return Guide(grammar, vocab, trie=shared_trie(vocab, registry))
     if isinstance(grammar, CompiledGrammar):
         raise TypeError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
-    from gridrail.policy.language import role_language
-
-    language, view, lexicons = role_language(grammar, policy, role, schema)
-    return Guide(compile_grammar(language), vocab, view, grammar, lexicons)
+    language, view, lexicons = shared_role_language(grammar, policy, role, schema, registry)
+    compiled = shared_compiled_grammar(language, registry)
+    return Guide(compiled, vocab, view, grammar, lexicons, trie=shared_trie(vocab, registry))
 
 
 def _lexicon_signature(compiled: CompiledGrammar, lexicons: Sequence[Lexicon]) -> tuple[int, str]:
