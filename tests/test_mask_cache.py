@@ -11,6 +11,7 @@ import pytest
 import gridrail as gr
 from gridrail.mask.cache import CacheKeyConflict, MaskCache
 from gridrail.mask.compute import next_token_mask
+from gridrail.mask.entry import make_entry
 from gridrail.mask.keys import GenericKey, IdentifierCompositionError, IdentifierKey, KeyMaker
 from gridrail.mask.walk import walk_context_independent
 from test_lexicon import HR_TABLES, _policy, _sqlite, _vocab
@@ -86,13 +87,14 @@ def test_publish_is_idempotent_and_conflicts_raise() -> None:
     a = oracle.feed(oracle.initial, b"select * from emplo")
     b = oracle.feed(oracle.initial, b"select ")
     cache = MaskCache(capacity=1)
-    walk_a = walk_context_independent(oracle, guide.trie, a)
     key_a = guide.keys.key(a)
-    assert cache.publish(key_a, walk_a) is walk_a
-    assert cache.publish(key_a, walk_context_independent(oracle, guide.trie, a)) is walk_a
+    entry_a = make_entry(key_a, walk_context_independent(oracle, guide.trie, a))
+    assert cache.publish(entry_a) is entry_a
+    again = make_entry(key_a, walk_context_independent(oracle, guide.trie, a))
+    assert again.entry_id == entry_a.entry_id and cache.publish(again) is entry_a
     with pytest.raises(CacheKeyConflict):
-        cache.publish(key_a, walk_context_independent(oracle, guide.trie, b))
-    cache.publish(guide.keys.key(b), walk_context_independent(oracle, guide.trie, b))
+        cache.publish(make_entry(key_a, walk_context_independent(oracle, guide.trie, b)))
+    cache.publish(make_entry(guide.keys.key(b), walk_context_independent(oracle, guide.trie, b)))
     assert cache.stats.evictions == 1 and cache.get(key_a, True) is None
     with pytest.raises(ValueError, match="at least one entry"):
         MaskCache(capacity=0)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gridrail.audit import AuditLog, configuration_hash
 from gridrail.check.checker import SemanticChecker, Violation
 from gridrail.errors import ParseError
 from gridrail.grammar.compiled import CompiledGrammar
@@ -21,6 +22,7 @@ from gridrail.grammar.model import Grammar
 from gridrail.mask.bitmask import TokenSet, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
+from gridrail.mask.entry import MaskEntry, make_entry
 from gridrail.mask.keys import KeyMaker
 from gridrail.mask.walk import walk_context_independent
 from gridrail.parse.completion import Completer
@@ -72,19 +74,34 @@ class Guide:
         self.completer = Completer(self.oracle)
         self._eos = frozenset(vocab.eos_token_ids)
 
-    def matcher(self, max_tokens: int | None = None) -> Matcher:
-        """A matcher; with `max_tokens`, one that keeps every generation inside that budget."""
-        return Matcher(self, max_tokens)
+    def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
+        """A matcher; with `max_tokens`, one that keeps every generation inside that budget;
+        with `audit`, one that records every step in that log."""
+        return Matcher(self, max_tokens, audit)
+
+    def artifacts(self) -> dict[str, str]:
+        """Fingerprints of what this guide's masks are a function of (for audit seals)."""
+        return {
+            "grammar": self.compiled.grammar.fingerprint,
+            "vocabulary": self.vocab.fingerprint,
+            "lexicons": self.keys.lexicons,
+        }
 
     def mask(self, cfg: Configuration) -> TokenSet:
         """The exact set of token ids allowed at `cfg` (EOS ids only when it is a sentence):
         the context-independent walk from the cache (computed and published on a miss), the
         context-dependent verdicts against the live stack."""
+        return self.mask_with_entry(cfg)[1]
+
+    def mask_with_entry(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
+        """The mask and the content-addressed cache entry its context-independent part came
+        from (what an audit record names)."""
         key = self.keys.key(cfg)
-        walk = self.cache.get(key, self.keys.is_identifier_position(cfg))
-        if walk is None:
-            walk = self.cache.publish(key, walk_context_independent(self.oracle, self.trie, cfg))
-        return next_token_mask(self.oracle, self.trie, self.vocab, cfg, walk)
+        entry = self.cache.get(key, self.keys.is_identifier_position(cfg))
+        if entry is None:
+            walk = walk_context_independent(self.oracle, self.trie, cfg)
+            entry = self.cache.publish(make_entry(key, walk))
+        return entry, next_token_mask(self.oracle, self.trie, self.vocab, cfg, entry.walk)
 
     def is_eos(self, token_id: int) -> bool:
         return token_id in self._eos
@@ -183,9 +200,11 @@ class Matcher:
     `completion()` — a sentence plus EOS — instead. So every stop inside the budget is a sentence.
     """
 
-    def __init__(self, guide: Guide, max_tokens: int | None = None):
+    def __init__(self, guide: Guide, max_tokens: int | None = None, audit: AuditLog | None = None):
         self.guide = guide
         self.max_tokens = max_tokens
+        self.audit = audit  # when given, every accepted token and rollback is recorded
+        self._last_mask: tuple[Configuration, MaskEntry, TokenSet] | None = None
         self._history: list[Configuration] = [guide.oracle.initial]
         self._tokens: list[int] = []  # accepted ids, one per history entry after the first
         self._terminated = False
@@ -212,6 +231,8 @@ class Matcher:
         return self._terminated
 
     def reset(self) -> None:
+        if self.audit is not None and self._tokens:
+            self.rollback(len(self._tokens))
         del self._history[1:]
         self._tokens.clear()
         self._terminated = False
@@ -223,7 +244,17 @@ class Matcher:
             out = TokenSet(self.guide.vocab.size)
             out.add_all(self.guide.vocab.eos_token_ids)
             return out
-        return self.guide.mask(self.configuration)
+        return self._mask_at(self.configuration)[1]
+
+    def _mask_at(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
+        """The mask at `cfg`, remembered for the current configuration so that auditing the
+        token sampled from it does not compute it twice."""
+        last = self._last_mask
+        if last is not None and last[0] is cfg:
+            return last[1], last[2]
+        entry, mask = self.guide.mask_with_entry(cfg)
+        self._last_mask = (cfg, entry, mask)
+        return entry, mask
 
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
         """Write the current mask into row `row` of an `allocate_bitmask` array."""
@@ -267,14 +298,18 @@ class Matcher:
             cfg = nxt
         return list(token_ids)
 
-    def accept_tokens(self, token_ids: Sequence[int]) -> bool:
+    def accept_tokens(self, token_ids: Sequence[int], kind: str = "sampled") -> bool:
         """Advance over all of `token_ids`, or over none of them and return False (a token
-        outside the mask, or one that would break the budget invariant)."""
+        outside the mask, or one that would break the budget invariant). `kind` is what the
+        audit log calls these tokens: "sampled", "forced" (jump-forward) or "reserve" (the
+        budget trigger's completion); an EOS is always recorded as "eos"."""
         if len(self.validate_tokens(token_ids)) != len(token_ids):
             return False
         if not self._within_budget(token_ids):
             return False
         for token_id in token_ids:
+            if self.audit is not None:
+                self._record(token_id, "eos" if self.guide.is_eos(token_id) else kind)
             if self.guide.is_eos(token_id):
                 self._history.append(self.configuration)
                 self._terminated = True
@@ -284,6 +319,17 @@ class Matcher:
                 self._history.append(nxt)
             self._tokens.append(token_id)
         return True
+
+    def _record(self, token_id: int, kind: str) -> None:
+        cfg = self.configuration
+        entry, mask = self._mask_at(cfg)
+        self.audit.append(  # type: ignore[union-attr]  # only called with a log
+            configuration_hash(cfg),
+            entry.entry_id,
+            token_id,
+            self.guide.vocab.size - mask.count(),
+            kind,
+        )
 
     def _within_budget(self, token_ids: Sequence[int]) -> bool:
         if self.max_tokens is None:
@@ -306,6 +352,12 @@ class Matcher:
             del self._history[-num_tokens:]
             del self._tokens[-num_tokens:]
             self._terminated = False
+            if self.audit is not None:
+                cfg = self.configuration
+                entry, _ = self._mask_at(cfg)
+                self.audit.append(
+                    configuration_hash(cfg), entry.entry_id, num_tokens, 0, "rollback"
+                )
 
     def completion(self) -> list[int]:
         """The tokens (EOS last) that finish the output as a sentence from here; accepting them

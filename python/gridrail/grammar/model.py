@@ -91,6 +91,28 @@ class Grammar:
             f"(bundled: {', '.join(bundled_names())})"
         )
 
+    @classmethod
+    def from_canonical(cls, text: str, name: str = "<grammar>") -> Grammar:
+        """The grammar whose `canonical_form()` is `text` (an archived language: everything that
+        defines it, not the tree-shaping details, which masks never read)."""
+        doc = json.loads(text)
+        terminals = tuple(
+            TerminalDef(tname, index, pattern, flags, priority, is_literal)
+            for index, tname, pattern, flags, priority, is_literal in doc["terminals"]
+        )
+        productions = tuple(
+            Production(i, lhs, tuple(rhs), alias, lhs)
+            for i, (lhs, rhs, alias) in enumerate(doc["productions"])
+        )
+        return cls(
+            terminals,
+            frozenset(doc["ignored"]),
+            productions,
+            doc["start"],
+            name,
+            frozenset(doc["declared"]),
+        )
+
     def terminal(self, name: str) -> TerminalDef:
         return self._terminals_by_name[name]
 

@@ -13,8 +13,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from gridrail.errors import GridrailError
+from gridrail.mask.entry import MaskEntry
 from gridrail.mask.keys import IdentifierCompositionError, IdentifierKey, MaskKey
-from gridrail.mask.walk import WalkResult
 
 
 class CacheKeyConflict(GridrailError):
@@ -37,10 +37,10 @@ class MaskCache:
             raise ValueError("the mask cache needs room for at least one entry")
         self.capacity = capacity
         self.stats = CacheStats()
-        self._entries: OrderedDict[MaskKey, WalkResult] = OrderedDict()
+        self._entries: OrderedDict[MaskKey, MaskEntry] = OrderedDict()
 
-    def get(self, key: MaskKey, identifier_position: bool) -> WalkResult | None:
-        """The cached walk for `key`, or None. `identifier_position` is decided by the caller
+    def get(self, key: MaskKey, identifier_position: bool) -> MaskEntry | None:
+        """The cached entry for `key`, or None. `identifier_position` is decided by the caller
         from the configuration, independently of how the key was made: a generic key there is
         refused (Proposition 6)."""
         if identifier_position and not isinstance(key, IdentifierKey):
@@ -56,17 +56,20 @@ class MaskCache:
         self.stats.hits += 1
         return entry
 
-    def publish(self, key: MaskKey, result: WalkResult) -> WalkResult:
-        """Store `result` under `key` (a no-op if an equal result is there) and return the
-        stored one."""
+    def publish(self, entry: MaskEntry) -> MaskEntry:
+        """Store `entry` (a no-op if an entry with its id is there) and return the stored one."""
+        key = entry.key
         existing = self._entries.get(key)
         if existing is not None:
-            if existing != result:
-                raise CacheKeyConflict(f"two different walks published under {key!r}")
+            if existing.entry_id != entry.entry_id:
+                raise CacheKeyConflict(
+                    f"two different walks published under one key: entries {existing.entry_id} "
+                    f"and {entry.entry_id}"
+                )
             return existing
-        self._entries[key] = result
+        self._entries[key] = entry
         if len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
             self.stats.evictions += 1
         self.stats.entries = len(self._entries)
-        return result
+        return entry

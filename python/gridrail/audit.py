@@ -1,0 +1,166 @@
+"""The hash-chained audit trail (paper §6.4): what the model was allowed to say at every step.
+
+Each step appends a record (step, configuration hash, mask entry id, token, blocked count,
+kind, previous hash); the record's own hash is BLAKE2b-128 over its canonical JSON, and the
+first record's previous hash is a genesis constant, so editing, dropping or reordering any
+record breaks every hash after it. A seal closes the log with the stop reason, the artifact
+fingerprints and the mode flags, chained the same way.
+
+The configuration hash is O(1) per step: the stack's rolling hash (carried in stack nodes, never
+a rehash of the stack) mixed with the bounded scan part of the configuration.
+
+JSONL format (one JSON object per line, keys sorted, no spaces):
+  {"type":"record","step":N,"config":HEX,"entry":HEX,"token":ID,"blocked":N,"kind":K,
+   "prev":HEX,"hash":HEX}
+  ...
+  {"type":"seal","stop":REASON,"artifacts":{NAME:FINGERPRINT},"mode":{FLAG:VALUE},
+   "steps":N,"prev":HEX,"hash":HEX}
+Kinds: "sampled" (chosen by the model), "forced" (a jump-forward token), "reserve" (written by
+the budget trigger), "eos", and "rollback" (token = number of steps undone; entry and config
+are those of the configuration returned to).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gridrail.errors import GridrailError
+from gridrail.parse.oracle import Configuration
+
+GENESIS = hashlib.blake2b(b"gridrail-audit-genesis-v1", digest_size=16).hexdigest()
+KINDS = frozenset({"sampled", "forced", "reserve", "eos", "rollback"})
+
+
+class AuditError(GridrailError):
+    """An audit log is malformed, broken (`step` is the first bad record) or used after its
+    seal."""
+
+    def __init__(self, message: str, step: int | None = None):
+        self.step = step
+        super().__init__(message if step is None else f"step {step}: {message}")
+
+
+def configuration_hash(cfg: Configuration) -> str:
+    """H(κ): the stack's rolling hash and the scan part (bounded by the pending lexeme)."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(
+        struct.pack(
+            "<Qi?i", cfg.stack.hash, cfg.scan_state, cfg.lexeme_length > 0, cfg.accept_state
+        )
+    )
+    digest.update(cfg.tail if cfg.accept_state >= 0 else b"")
+    return digest.hexdigest()
+
+
+def _chain(body: Mapping[str, object]) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class AuditLog:
+    """An append-only chain of step records, closed by a seal."""
+
+    records: list[dict] = field(default_factory=list)
+    seal_record: dict | None = None
+
+    @property
+    def head(self) -> str:
+        return self.records[-1]["hash"] if self.records else GENESIS
+
+    def append(self, config: str, entry: str, token: int, blocked: int, kind: str) -> dict:
+        if self.seal_record is not None:
+            raise AuditError("the log is sealed: start a new one for a new generation")
+        if kind not in KINDS:
+            raise ValueError(f"unknown audit record kind {kind!r} (kinds: {sorted(KINDS)})")
+        body = {
+            "type": "record",
+            "step": len(self.records),
+            "config": config,
+            "entry": entry,
+            "token": token,
+            "blocked": blocked,
+            "kind": kind,
+            "prev": self.head,
+        }
+        record = {**body, "hash": _chain(body)}
+        self.records.append(record)
+        return record
+
+    def seal(
+        self, stop: str, artifacts: Mapping[str, str], mode: Mapping[str, object] | None = None
+    ) -> dict:
+        if self.seal_record is not None:
+            raise AuditError("the log is already sealed")
+        body = {
+            "type": "seal",
+            "stop": stop,
+            "artifacts": dict(artifacts),
+            "mode": dict(mode or {}),
+            "steps": len(self.records),
+            "prev": self.head,
+        }
+        self.seal_record = {**body, "hash": _chain(body)}
+        return self.seal_record
+
+    def lines(self) -> list[str]:
+        rows = [*self.records, *([self.seal_record] if self.seal_record else [])]
+        return [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in rows]
+
+    def write(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in self.lines())
+
+    @classmethod
+    def read(cls, path: str) -> AuditLog:
+        with open(path, encoding="utf-8") as f:
+            return cls.parse(f.read().splitlines())
+
+    @classmethod
+    def parse(cls, lines: Iterable[str]) -> AuditLog:
+        """Rows as written; structure is checked here, the chain by `verify`."""
+        log = cls()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise AuditError(f"line {number} is not JSON: {exc.msg}") from None
+            if log.seal_record is not None:
+                raise AuditError(f"line {number} comes after the seal")
+            if row.get("type") == "seal":
+                log.seal_record = row
+            elif row.get("type") == "record":
+                log.records.append(row)
+            else:
+                raise AuditError(f"line {number} is neither a record nor a seal")
+        return log
+
+
+def verify(log: AuditLog) -> None:
+    """Raise AuditError at the first record whose chain does not hold (or a missing seal)."""
+    prev = GENESIS
+    for position, record in enumerate(log.records):
+        body = {k: v for k, v in record.items() if k != "hash"}
+        if record.get("step") != position:
+            raise AuditError(f"record out of order (says step {record.get('step')})", position)
+        if record.get("prev") != prev or _chain(body) != record.get("hash"):
+            raise AuditError("the hash chain is broken here", position)
+        if record.get("kind") not in KINDS:
+            raise AuditError(f"unknown kind {record.get('kind')!r}", position)
+        prev = record["hash"]
+    seal = log.seal_record
+    if seal is None:
+        raise AuditError("the log has no seal", len(log.records))
+    body = {k: v for k, v in seal.items() if k != "hash"}
+    if (
+        seal.get("prev") != prev
+        or seal.get("steps") != len(log.records)
+        or _chain(body) != seal.get("hash")
+    ):
+        raise AuditError("the seal does not close this chain", len(log.records))
