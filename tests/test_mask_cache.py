@@ -22,9 +22,12 @@ WORDS = [*_SQL_WORDS, "employees", " employees", "emplo", "yees", " name", "orde
 
 def _guide(role: str | None) -> gr.Guide:
     schema = gr.Schema.from_tables("sqlite", HR_TABLES)
+    registry = gr.Registry()  # a cold cache of its own
     if role is None:
-        return gr.compile(_sqlite(), _vocab(WORDS), schema=schema)
-    return gr.compile(_sqlite(), _vocab(WORDS), schema=schema, policy=_policy(), role=role)
+        return gr.compile(_sqlite(), _vocab(WORDS), schema=schema, registry=registry)
+    return gr.compile(
+        _sqlite(), _vocab(WORDS), schema=schema, policy=_policy(), role=role, registry=registry
+    )
 
 
 @pytest.mark.parametrize("role", [None, "analyst", "clerk"])
@@ -96,5 +99,10 @@ def test_publish_is_idempotent_and_conflicts_raise() -> None:
         cache.publish(make_entry(key_a, walk_context_independent(oracle, guide.trie, b)))
     cache.publish(make_entry(guide.keys.key(b), walk_context_independent(oracle, guide.trie, b)))
     assert cache.stats.evictions == 1 and cache.get(key_a, True) is None
+    assert cache.stats.entries == 1 and cache.stats.bytes > 0
+    by_bytes = MaskCache(capacity_bytes=entry_a.size)
+    by_bytes.publish(entry_a)
+    by_bytes.publish(make_entry(guide.keys.key(b), walk_context_independent(oracle, guide.trie, b)))
+    assert by_bytes.stats.evictions == 1 and by_bytes.stats.entries == 1
     with pytest.raises(ValueError, match="at least one entry"):
         MaskCache(capacity=0)

@@ -256,7 +256,8 @@ def test_compiling_the_same_grammar_twice_compiles_it_once() -> None:
     assert second is not first and second.compiled is first.compiled
     assert second.trie is first.trie
     stats = registry.stats()
-    assert (stats.builds, stats.hits) == (2, 2)  # the compiled grammar and the token trie
+    assert second.cache is first.cache
+    assert (stats.builds, stats.hits) == (3, 3)  # the compiled grammar, token trie, mask cache
     assert second.matcher().accept_tokens(list(b"select 1;"))
 
 
@@ -270,7 +271,7 @@ def test_concurrent_compiles_of_a_cold_grammar_build_it_once() -> None:
     assert all(guide.compiled is guides[0].compiled for guide in guides)
     assert all(guide.trie is guides[0].trie for guide in guides)
     stats = registry.stats()
-    assert (stats.builds, stats.waits + stats.hits) == (2, 14)  # grammar and trie, once each
+    assert (stats.builds, stats.waits + stats.hits) == (3, 21)  # grammar, trie, cache: once each
 
 
 def test_compile_uses_the_default_registry_unless_given_one() -> None:
@@ -294,11 +295,11 @@ def test_a_role_language_and_its_tables_are_built_once_per_fingerprints() -> Non
     second = analyst(Schema.from_tables("sqlite", HR_TABLES))  # another read of the same catalog
     assert second.compiled is first.compiled and second.view is first.view
     stats = registry.stats()
-    assert (stats.builds, stats.hits) == (3, 3)  # the language, its compiled tables, the trie
+    assert (stats.builds, stats.hits) == (4, 4)  # the language, its tables, the trie, the cache
 
     other = {**HR_TABLES, "orders": ["id", "total"]}
     assert analyst(Schema.from_tables("sqlite", other)).compiled is not first.compiled
-    assert registry.stats().builds == 5  # a new language and its tables; the trie is shared
+    assert registry.stats().builds == 7  # a new language, tables and cache; the trie is shared
 
 
 def test_a_single_role_policy_shares_one_language_whether_the_role_is_named_or_not() -> None:

@@ -30,6 +30,7 @@ from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.registry import (
     Registry,
     shared_compiled_grammar,
+    shared_mask_cache,
     shared_role_language,
     shared_trie,
 )
@@ -55,8 +56,8 @@ class Guide:
         view: SchemaView | None = None,
         dialect: Grammar | None = None,
         lexicons: Sequence[Lexicon] = (),
-        cache_capacity: int = 65_536,
         trie: TokenTrie | None = None,
+        cache: MaskCache | None = None,
     ):
         self.compiled = compiled
         self.vocab = vocab
@@ -65,7 +66,8 @@ class Guide:
         self._checker: SemanticChecker | None = None
         self.oracle = Oracle(compiled)
         self.keys = KeyMaker(self.oracle, *_lexicon_signature(compiled, lexicons))
-        self.cache = MaskCache(cache_capacity)  # T1: walks of this grammar and vocabulary
+        # T1: walks of this grammar, vocabulary and lexicons (shared when built by `compile`)
+        self.cache = cache if cache is not None else MaskCache()
         if trie is None:
             trie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
         elif trie.fingerprint != vocab.fingerprint:
@@ -152,12 +154,26 @@ def compile(
     if schema is None and policy is None and role is None:
         if not isinstance(grammar, CompiledGrammar):
             grammar = shared_compiled_grammar(grammar, registry)
-        return Guide(grammar, vocab, trie=shared_trie(vocab, registry))
+        return Guide(
+            grammar,
+            vocab,
+            trie=shared_trie(vocab, registry),
+            cache=shared_mask_cache(grammar, vocab, "", registry),
+        )
     if isinstance(grammar, CompiledGrammar):
         raise TypeError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
     language, view, lexicons = shared_role_language(grammar, policy, role, schema, registry)
     compiled = shared_compiled_grammar(language, registry)
-    return Guide(compiled, vocab, view, grammar, lexicons, trie=shared_trie(vocab, registry))
+    _, lexicon_fingerprint = _lexicon_signature(compiled, lexicons)
+    return Guide(
+        compiled,
+        vocab,
+        view,
+        grammar,
+        lexicons,
+        trie=shared_trie(vocab, registry),
+        cache=shared_mask_cache(compiled, vocab, lexicon_fingerprint, registry),
+    )
 
 
 def _lexicon_signature(compiled: CompiledGrammar, lexicons: Sequence[Lexicon]) -> tuple[int, str]:

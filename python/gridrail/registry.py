@@ -22,6 +22,7 @@ from typing import TypeVar, cast
 
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
+from gridrail.mask.cache import MaskCache
 from gridrail.policy.bundle import Policy
 from gridrail.policy.language import role_language, select_role
 from gridrail.policy.lexicon import Lexicon
@@ -208,6 +209,15 @@ def shared_trie(vocab: Vocabulary, registry: Registry | None = None) -> TokenTri
     return _or_default(registry).get(
         key, lambda: build_trie(vocab.all_token_bytes, vocab.fingerprint)
     )
+
+
+def shared_mask_cache(
+    compiled: CompiledGrammar, vocab: Vocabulary, lexicons: str, registry: Registry | None = None
+) -> MaskCache:
+    """The T1 mask cache of one (grammar, vocabulary, lexicons): every guide and matcher over
+    them reads and publishes the same entries, so a warm grammar stays warm across requests."""
+    key = ("mask-cache", compiled.fingerprint, vocab.fingerprint, lexicons)
+    return _or_default(registry).get(key, MaskCache)
 
 
 def shared_role_language(

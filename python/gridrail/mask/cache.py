@@ -9,6 +9,7 @@ a different result under a key that has one means the key does not determine the
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -27,17 +28,21 @@ class CacheStats:
     misses: int = 0
     evictions: int = 0
     entries: int = 0
+    bytes: int = 0  # payload bytes of the entries held
 
 
 class MaskCache:
-    """Least-recently-used map from mask keys to walk results, bounded by entry count."""
+    """Least-recently-used map from mask keys to entries, bounded by entry count and by the
+    payload bytes it holds (the newest entry is always kept, however large)."""
 
-    def __init__(self, capacity: int = 65_536):
-        if capacity < 1:
+    def __init__(self, capacity: int = 65_536, capacity_bytes: int = 256 << 20):
+        if capacity < 1 or capacity_bytes < 1:
             raise ValueError("the mask cache needs room for at least one entry")
         self.capacity = capacity
+        self.capacity_bytes = capacity_bytes
         self.stats = CacheStats()
         self._entries: OrderedDict[MaskKey, MaskEntry] = OrderedDict()
+        self._lock = threading.Lock()  # matchers of many requests share one cache
 
     def get(self, key: MaskKey, identifier_position: bool) -> MaskEntry | None:
         """The cached entry for `key`, or None. `identifier_position` is decided by the caller
@@ -48,28 +53,33 @@ class MaskCache:
                 "a generic mask entry was consulted at an identifier position: the mask would "
                 "not come from the schema lexicons (Proposition 6)"
             )
-        entry = self._entries.get(key)
-        if entry is None:
-            self.stats.misses += 1
-            return None
-        self._entries.move_to_end(key)
-        self.stats.hits += 1
-        return entry
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.stats.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.stats.hits += 1
+            return entry
 
     def publish(self, entry: MaskEntry) -> MaskEntry:
         """Store `entry` (a no-op if an entry with its id is there) and return the stored one."""
-        key = entry.key
-        existing = self._entries.get(key)
-        if existing is not None:
-            if existing.entry_id != entry.entry_id:
-                raise CacheKeyConflict(
-                    f"two different walks published under one key: entries {existing.entry_id} "
-                    f"and {entry.entry_id}"
-                )
-            return existing
-        self._entries[key] = entry
-        if len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
-            self.stats.evictions += 1
-        self.stats.entries = len(self._entries)
-        return entry
+        with self._lock:
+            existing = self._entries.get(entry.key)
+            if existing is not None:
+                if existing.entry_id != entry.entry_id:
+                    raise CacheKeyConflict(
+                        "two different walks published under one key: entries "
+                        f"{existing.entry_id} and {entry.entry_id}"
+                    )
+                return existing
+            self._entries[entry.key] = entry
+            self.stats.bytes += entry.size
+            while len(self._entries) > 1 and (
+                len(self._entries) > self.capacity or self.stats.bytes > self.capacity_bytes
+            ):
+                _, evicted = self._entries.popitem(last=False)
+                self.stats.bytes -= evicted.size
+                self.stats.evictions += 1
+            self.stats.entries = len(self._entries)
+            return entry

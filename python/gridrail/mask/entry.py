@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 
 from gridrail.mask.keys import IdentifierKey, MaskKey
@@ -22,14 +24,16 @@ class MaskEntry:
     key: MaskKey
     walk: WalkResult
     entry_id: str  # 32 hex digits
+    size: int  # bytes of the payload encoding: what the cache's memory bound counts
 
 
 def make_entry(key: MaskKey, walk: WalkResult) -> MaskEntry:
+    payload = encode_walk(walk)
     digest = hashlib.blake2b(digest_size=16)
     digest.update(encode_key(key))
     digest.update(ENCODING)
-    digest.update(encode_walk(walk))
-    return MaskEntry(key, walk, digest.hexdigest())
+    digest.update(payload)
+    return MaskEntry(key, walk, digest.hexdigest(), len(payload))
 
 
 def encode_key(key: MaskKey) -> bytes:
@@ -47,8 +51,10 @@ def encode_key(key: MaskKey) -> bytes:
 
 
 def encode_walk(walk: WalkResult) -> bytes:
-    parts = [struct.pack("<I", len(walk.ci_nodes))]
-    parts.append(struct.pack(f"<{len(walk.ci_nodes)}I", *walk.ci_nodes))
+    nodes = array("I", walk.ci_nodes)
+    if sys.byteorder != "little":
+        nodes.byteswap()
+    parts = [struct.pack("<I", len(nodes)), nodes.tobytes()]
     parts.append(struct.pack("<I", len(walk.cd_classes)))
     for cd in walk.cd_classes:
         before = cd.before

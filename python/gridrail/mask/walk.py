@@ -14,6 +14,7 @@ whatever the stack, so it is decided here too (monotone pruning: rejection is pr
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 from gridrail.parse.oracle import Configuration, Oracle
@@ -46,7 +47,8 @@ class CDClass:
 
 @dataclass(frozen=True)
 class WalkResult:
-    ci_nodes: tuple[int, ...]  # nodes whose token ids are admitted whatever the stack
+    ci_nodes: array  # 'I': trie nodes whose token ids are admitted whatever the stack (compact:
+    # a cached walk over a 150k-token vocabulary can admit ~10^5 nodes)
     cd_classes: tuple[CDClass, ...]
 
 
@@ -72,7 +74,7 @@ def walk_context_independent(oracle: Oracle, trie: TokenTrie, cfg: Configuration
     accept_state = [cfg.accept_state]
     accept_depth = [-1]
     path = bytearray()
-    ci_nodes: list[int] = []
+    ci_nodes = array("I")
     cd_classes: list[CDClass] = []
     node, end = 1, trie.num_nodes
     while node < end:
@@ -103,7 +105,7 @@ def walk_context_independent(oracle: Oracle, trie: TokenTrie, cfg: Configuration
             before = ScanPart(q_parent, length[-1], last_accept, tail)
             cd_classes.append(CDClass(node, before))
         node += size[node]
-    return WalkResult(tuple(ci_nodes), tuple(cd_classes))
+    return WalkResult(ci_nodes, tuple(cd_classes))
 
 
 def evaluate_cd_class(
