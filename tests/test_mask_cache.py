@@ -4,7 +4,6 @@ identifier composition rule (Proposition 6), idempotent publish and bounded size
 from __future__ import annotations
 
 import random
-from dataclasses import astuple
 
 import pytest
 
@@ -13,7 +12,7 @@ from gridrail.mask.cache import CacheKeyConflict, MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import make_entry
 from gridrail.mask.keys import GenericKey, IdentifierCompositionError, IdentifierKey, KeyMaker
-from gridrail.mask.walk import walk_context_independent
+from gridrail.mask.walk import ci_tokens, walk_context_independent
 from test_lexicon import HR_TABLES, _policy, _sqlite, _vocab
 from test_walk_arm import _SQL_WORDS, generate
 
@@ -74,14 +73,26 @@ def test_a_generic_entry_at_an_identifier_position_raises(monkeypatch) -> None:
 
     real = KeyMaker.key
 
-    def generic(self: KeyMaker, cfg: gr.Configuration) -> GenericKey:
-        return GenericKey(*astuple(real(self, cfg))[:5])  # the lexicon fingerprint dropped
+    def generic(self: KeyMaker, cfg: gr.Configuration, root: int = 0) -> GenericKey:
+        key = real(self, cfg, root)  # the same fields without the lexicon fingerprint
+        return GenericKey(
+            key.scan_state, key.pending, key.accept_state, key.tail, key.allowed, root
+        )
 
     monkeypatch.setattr(KeyMaker, "key", generic)
     with pytest.raises(IdentifierCompositionError, match="Proposition 6"):
         guide.mask(cfg)
-    # a generic position stays answerable with a generic key
-    guide.mask(guide.oracle.feed(guide.oracle.initial, b"select * from employees where name "))
+    # the guard is about positions, not keys as such: away from identifiers a generic key is
+    # the right key and is answered
+    monkeypatch.undo()
+    after = guide.oracle.feed(guide.oracle.initial, b"select * from employees where name ")
+    assert not guide.keys.is_identifier_position(after)
+    guide.cache.get(guide.keys.key(after), identifier_position=False)
+
+
+def _entry(guide: gr.Guide, key, cfg: gr.Configuration):
+    walk = walk_context_independent(guide.oracle, guide.trie, cfg)
+    return make_entry(key, walk, ci_tokens(guide.trie, guide.vocab.size, walk))
 
 
 def test_publish_is_idempotent_and_conflicts_raise() -> None:
@@ -91,18 +102,18 @@ def test_publish_is_idempotent_and_conflicts_raise() -> None:
     b = oracle.feed(oracle.initial, b"select ")
     cache = MaskCache(capacity=1)
     key_a = guide.keys.key(a)
-    entry_a = make_entry(key_a, walk_context_independent(oracle, guide.trie, a))
+    entry_a = _entry(guide, key_a, a)
     assert cache.publish(entry_a) is entry_a
-    again = make_entry(key_a, walk_context_independent(oracle, guide.trie, a))
+    again = _entry(guide, key_a, a)
     assert again.entry_id == entry_a.entry_id and cache.publish(again) is entry_a
     with pytest.raises(CacheKeyConflict):
-        cache.publish(make_entry(key_a, walk_context_independent(oracle, guide.trie, b)))
-    cache.publish(make_entry(guide.keys.key(b), walk_context_independent(oracle, guide.trie, b)))
+        cache.publish(_entry(guide, key_a, b))
+    cache.publish(_entry(guide, guide.keys.key(b), b))
     assert cache.stats.evictions == 1 and cache.get(key_a, True) is None
     assert cache.stats.entries == 1 and cache.stats.bytes > 0
     by_bytes = MaskCache(capacity_bytes=entry_a.size)
     by_bytes.publish(entry_a)
-    by_bytes.publish(make_entry(guide.keys.key(b), walk_context_independent(oracle, guide.trie, b)))
+    by_bytes.publish(_entry(guide, guide.keys.key(b), b))
     assert by_bytes.stats.evictions == 1 and by_bytes.stats.entries == 1
     with pytest.raises(ValueError, match="at least one entry"):
         MaskCache(capacity=0)

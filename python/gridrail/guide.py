@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import MaskEntry, make_entry
 from gridrail.mask.keys import KeyMaker
-from gridrail.mask.walk import walk_context_independent
+from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.registry import (
@@ -98,12 +99,28 @@ class Guide:
     def mask_with_entry(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
         """The mask and the content-addressed cache entry its context-independent part came
         from (what an audit record names)."""
-        key = self.keys.key(cfg)
+        entry = self._entry(cfg, 0)
+
+        def walk_below(after: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
+            if root == 0 and after is cfg:
+                return entry.walk, entry.ci_tokens
+            return self._walk_below(after, root)
+
+        return entry, next_token_mask(self.oracle, self.trie, self.vocab, cfg, walk_below)
+
+    def _entry(self, cfg: Configuration, root: int) -> MaskEntry:
+        """The cached walk from `cfg` below trie node `root`, computed and published on a miss."""
+        key = self.keys.key(cfg, root)
         entry = self.cache.get(key, self.keys.is_identifier_position(cfg))
         if entry is None:
-            walk = walk_context_independent(self.oracle, self.trie, cfg)
-            entry = self.cache.publish(make_entry(key, walk))
-        return entry, next_token_mask(self.oracle, self.trie, self.vocab, cfg, entry.walk)
+            walk = walk_context_independent(self.oracle, self.trie, cfg, root)
+            tokens = ci_tokens(self.trie, self.vocab.size, walk)
+            entry = self.cache.publish(make_entry(key, walk, tokens))
+        return entry
+
+    def _walk_below(self, cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
+        entry = self._entry(cfg, root)
+        return entry.walk, entry.ci_tokens
 
     def is_eos(self, token_id: int) -> bool:
         return token_id in self._eos

@@ -3,6 +3,8 @@ i // 32 set = token i allowed (the layout of XGrammar, llguidance and vLLM)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 
@@ -34,6 +36,14 @@ class TokenSet:
         bits = self.bits
         for token_id in token_ids:
             bits[token_id >> 3] |= 1 << (token_id & 7)
+
+    def update(self, tokens: bytes | Iterable[int]) -> None:
+        """Add another set's bits (same vocabulary size: one OR) or an iterable of ids."""
+        if isinstance(tokens, bytes):
+            mine = np.frombuffer(self.bits, dtype=np.uint8)
+            np.bitwise_or(mine, np.frombuffer(tokens, dtype=np.uint8), out=mine)
+        else:
+            self.add_all(tokens)
 
     def __contains__(self, token_id: int) -> bool:
         return bool(self.bits[token_id >> 3] >> (token_id & 7) & 1)

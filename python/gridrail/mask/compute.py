@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from array import array
+
 from gridrail.mask.bitmask import TokenSet
-from gridrail.mask.walk import WalkResult, evaluate_cd_class, walk_context_independent
+from gridrail.mask.walk import (
+    WalkBelow,
+    WalkResult,
+    ci_tokens,
+    evaluate_cd_class,
+    walk_context_independent,
+)
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie
 from gridrail.vocab.vocabulary import Vocabulary
@@ -19,18 +27,22 @@ def next_token_mask(
     trie: TokenTrie,
     vocab: Vocabulary,
     cfg: Configuration,
-    walk: WalkResult | None = None,
+    walk_below: WalkBelow | None = None,
 ) -> TokenSet:
-    """The mask at `cfg`; `walk` is its context-independent walk when the caller has it
-    (from the cache), else it is computed here."""
+    """The mask at `cfg`. `walk_below(configuration, node)` answers the context-independent
+    walks — the whole vocabulary's (node 0) and those inside the CD residue — when the caller
+    has them cached; else they are computed here."""
+    if walk_below is None:
+
+        def walk_below(after: Configuration, node: int) -> tuple[WalkResult, bytes | array]:
+            walk = walk_context_independent(oracle, trie, after, node)
+            return walk, ci_tokens(trie, vocab.size, walk)
+
     allowed = TokenSet(vocab.size)
-    if walk is None:
-        walk = walk_context_independent(oracle, trie, cfg)
-    for node in walk.ci_nodes:
-        allowed.add_all(trie.ids_at(node))
+    walk, tokens = walk_below(cfg, 0)
+    allowed.update(tokens)
     for cd in walk.cd_classes:
-        for node in evaluate_cd_class(oracle, trie, cfg, cd):
-            allowed.add_all(trie.ids_at(node))
+        evaluate_cd_class(oracle, cfg, cd, trie, walk_below, allowed)
     if oracle.eos_ok(cfg):
         allowed.add_all(vocab.eos_token_ids)
     if not any(allowed.bits):

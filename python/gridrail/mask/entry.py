@@ -24,16 +24,20 @@ class MaskEntry:
     key: MaskKey
     walk: WalkResult
     entry_id: str  # 32 hex digits
-    size: int  # bytes of the payload encoding: what the cache's memory bound counts
+    ci_tokens: bytes | array  # the CI nodes' token ids (derived, so not in entry_id)
+    size: int  # bytes held: payload encoding + token ids (what the cache's bound counts)
 
 
-def make_entry(key: MaskKey, walk: WalkResult) -> MaskEntry:
+def make_entry(key: MaskKey, walk: WalkResult, ci_tokens: bytes | array) -> MaskEntry:
     payload = encode_walk(walk)
     digest = hashlib.blake2b(digest_size=16)
     digest.update(encode_key(key))
     digest.update(ENCODING)
     digest.update(payload)
-    return MaskEntry(key, walk, digest.hexdigest(), len(payload))
+    held = len(payload) + len(ci_tokens) * (
+        1 if isinstance(ci_tokens, bytes) else ci_tokens.itemsize
+    )
+    return MaskEntry(key, walk, digest.hexdigest(), ci_tokens, held)
 
 
 def encode_key(key: MaskKey) -> bytes:
@@ -41,7 +45,7 @@ def encode_key(key: MaskKey) -> bytes:
     allowed = key.allowed.to_bytes((key.allowed.bit_length() + 7) // 8 or 1, "little")
     parts = [
         kind,
-        struct.pack("<i?i", key.scan_state, key.pending, key.accept_state),
+        struct.pack("<i?iI", key.scan_state, key.pending, key.accept_state, key.root),
         _framed(key.tail),
         _framed(allowed),
     ]

@@ -34,6 +34,7 @@ class GenericKey:
     accept_state: int  # -1: no accepting position in the pending lexeme
     tail: bytes  # bytes after the last accepting position (b"" when there is none)
     allowed: int  # A(σ) as a terminal bit mask
+    root: int = 0  # the trie node the walk starts below (0: the whole vocabulary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class IdentifierKey:
     tail: bytes
     allowed: int
     lexicons: str  # fingerprint of the lexicons the walk consults
+    root: int = 0
 
 
 MaskKey = GenericKey | IdentifierKey
@@ -69,7 +71,8 @@ class KeyMaker:
             involved |= accept[cfg.accept_state]
         return bool(involved & self.lexicon_terminals)
 
-    def key(self, cfg: Configuration) -> MaskKey:
+    def key(self, cfg: Configuration, root: int = 0) -> MaskKey:
+        """The key of the walk from `cfg` over the trie below `root`."""
         fields = (
             cfg.scan_state,
             cfg.lexeme_length > 0,
@@ -78,5 +81,5 @@ class KeyMaker:
             self.oracle.allowed_mask(cfg),
         )
         if self.is_identifier_position(cfg):
-            return IdentifierKey(*fields, self.lexicons)
-        return GenericKey(*fields)
+            return IdentifierKey(*fields, self.lexicons, root)
+        return GenericKey(*fields, root)

@@ -15,8 +15,10 @@ whatever the stack, so it is decided here too (monotone pruning: rejection is pr
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from gridrail.mask.bitmask import TokenSet
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie
 
@@ -52,10 +54,14 @@ class WalkResult:
     cd_classes: tuple[CDClass, ...]
 
 
-def walk_context_independent(oracle: Oracle, trie: TokenTrie, cfg: Configuration) -> WalkResult:
-    """The CI part of the mask at `cfg` and its CD residue (depends on cfg's scan part and on
-    A(cfg.stack) only — exactly on the fields of `gridrail.mask.keys.MaskKey`: the walk reads
-    the pending length only as zero or not, and the requeued bytes only after an accept)."""
+def walk_context_independent(
+    oracle: Oracle, trie: TokenTrie, cfg: Configuration, root: int = 0
+) -> WalkResult:
+    """The CI part of the mask at `cfg` and its CD residue, over the trie below `root` (0: the
+    whole vocabulary; another node: the continuations of that node's spelling, when `cfg` is
+    the configuration after it). Depends on cfg's scan part and on A(cfg.stack) only — exactly
+    on the fields of `gridrail.mask.keys.MaskKey`: the walk reads the pending length only as
+    zero or not, and the requeued bytes only after an accept."""
     cfg = Configuration(
         cfg.stack,
         cfg.scan_state,
@@ -76,9 +82,10 @@ def walk_context_independent(oracle: Oracle, trie: TokenTrie, cfg: Configuration
     path = bytearray()
     ci_nodes = array("I")
     cd_classes: list[CDClass] = []
-    node, end = 1, trie.num_nodes
+    base = depth_of[root]
+    node, end = root + 1, root + size[root]
     while node < end:
-        d = depth_of[node]
+        d = depth_of[node] - base
         del state[d:], length[d:], accept_state[d:], accept_depth[d:], path[d - 1 :]
         q_parent = state[-1]
         byte = edge[node]
@@ -108,24 +115,51 @@ def walk_context_independent(oracle: Oracle, trie: TokenTrie, cfg: Configuration
     return WalkResult(ci_nodes, tuple(cd_classes))
 
 
+def ci_tokens(trie: TokenTrie, vocab_size: int, walk: WalkResult) -> bytes | array:
+    """The token ids of a walk's CI nodes (aliases included), in the smaller of two encodings:
+    TokenSet bits (dense: one OR adds them to a mask) or an array of ids (sparse: most walks
+    below a CD node admit a handful of tokens, and a cache holds many of them)."""
+    ids = array("I")
+    for node in walk.ci_nodes:
+        ids.extend(trie.ids_at(node))
+    dense = TokenSet(vocab_size)
+    if len(ids) * ids.itemsize < len(dense.bits):
+        return ids
+    dense.add_all(ids)
+    return bytes(dense.bits)
+
+
+# A walk from a configuration below a trie node, with its CI token bits.
+WalkBelow = Callable[[Configuration, int], tuple[WalkResult, bytes | array]]
+
+
 def evaluate_cd_class(
-    oracle: Oracle, trie: TokenTrie, cfg: Configuration, cd: CDClass
-) -> list[int]:
-    """Nodes of `cd`'s subtree whose tokens keep the prefix viable on cfg's live stack."""
-    edge, depth_of, size, token_id = trie.edge_byte, trie.depth, trie.subtree_size, trie.token_id
-    base_depth = depth_of[cd.node]
-    path_cfg: list[Configuration] = [cd.before.on(cfg)]
-    admitted: list[int] = []
-    node, end = cd.node, cd.node + size[cd.node]
-    while node < end:
-        d = depth_of[node] - base_depth
-        del path_cfg[d + 1 :]
-        nxt = oracle.step(path_cfg[d], edge[node])
+    oracle: Oracle,
+    cfg: Configuration,
+    cd: CDClass,
+    trie: TokenTrie,
+    walk_below: WalkBelow,
+    allowed: TokenSet,
+) -> None:
+    """Add to `allowed` the tokens of `cd`'s subtree that keep the prefix viable on cfg's
+    live stack.
+
+    Only the class's first byte needs the stack directly: it is stepped on the live
+    configuration, and the rest of the subtree is the walk from the configuration after it —
+    whose context-independent part is a function of that configuration's key, so it comes from
+    `walk_below(configuration, node)` (a cache, for the guide), and only its own CD residue is
+    stepped again. Subtrees whose first byte leads to equivalent configurations (the same
+    emission, the same new lexeme state) thus share one walk: the verdict-equivalence grouping
+    of the CD residue (paper §4.2)."""
+    edge, size = trie.edge_byte, trie.subtree_size
+    pending = [(cfg, cd)]
+    while pending:
+        live_cfg, cls = pending.pop()
+        nxt = oracle.step(cls.before.on(live_cfg), edge[cls.node])
         if nxt is None:
-            node += size[node]
             continue
-        path_cfg.append(nxt)
-        if token_id[node] >= 0:
-            admitted.append(node)
-        node += 1
-    return admitted
+        allowed.add_all(trie.ids_at(cls.node))
+        if size[cls.node] > 1:
+            below, tokens = walk_below(nxt, cls.node)
+            allowed.update(tokens)
+            pending.extend((nxt, inner) for inner in below.cd_classes)
