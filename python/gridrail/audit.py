@@ -24,12 +24,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gridrail.errors import GridrailError
 from gridrail.parse.oracle import Configuration
+
+if TYPE_CHECKING:
+    from gridrail.guide import Guide, Matcher
 
 GENESIS = hashlib.blake2b(b"gridrail-audit-genesis-v1", digest_size=16).hexdigest()
 KINDS = frozenset({"sampled", "forced", "reserve", "eos", "rollback"})
@@ -133,9 +138,10 @@ class AuditLog:
                 raise AuditError(f"line {number} is not JSON: {exc.msg}") from None
             if log.seal_record is not None:
                 raise AuditError(f"line {number} comes after the seal")
-            if row.get("type") == "seal":
+            kind = row.get("type") if isinstance(row, dict) else None  # `[1]` is JSON too
+            if kind == "seal":
                 log.seal_record = row
-            elif row.get("type") == "record":
+            elif kind == "record":
                 log.records.append(row)
             else:
                 raise AuditError(f"line {number} is neither a record nor a seal")
@@ -164,3 +170,64 @@ def verify(log: AuditLog) -> None:
         or _chain(body) != seal.get("hash")
     ):
         raise AuditError("the seal does not close this chain", len(log.records))
+
+
+def replay(log: AuditLog, directory: str | os.PathLike[str]) -> int:
+    """Re-derive a sealed log from the archive `directory` and return the number of steps
+    replayed; raise AuditError at the first step that differs.
+
+    The chain only shows that nobody edited the log without rehashing it; replay shows that the
+    log is what the archived artifacts produce: on a fresh matcher over the guide the seal's
+    artifacts define (with an empty mask cache, so every mask is recomputed), each record's
+    configuration hash, mask entry id and blocked count must be recomputed bit for bit and its
+    token must be inside that mask (a rollback must return to the configuration it names).
+    Archive faults raise the `gridrail.archive` errors, which name the file."""
+    from gridrail.archive import load_guide  # archive imports guide, which imports this module
+
+    verify(log)
+    artifacts = log.seal_record["artifacts"]  # type: ignore[index]  # verify: there is a seal
+    if not isinstance(artifacts, Mapping):
+        raise AuditError("the seal's artifacts are not a name → fingerprint map", len(log.records))
+    guide = load_guide(directory, artifacts)
+    matcher = guide.matcher()
+    for step, record in enumerate(log.records):
+        _replay_step(guide, matcher, record, step)
+    return len(log.records)
+
+
+def _replay_step(guide: Guide, matcher: Matcher, record: Mapping[str, object], step: int) -> None:
+    """Check one record against the replaying matcher, then apply it (accept or roll back)."""
+    token = record.get("token")
+    if not isinstance(token, int) or isinstance(token, bool):
+        raise AuditError(f"the token {token!r} is not an integer", step)
+    if record["kind"] == "rollback":
+        _roll_back(matcher, token, step)
+        entry, _ = guide.mask_with_entry(matcher.configuration)
+        _expect(record, configuration_hash(matcher.configuration), entry.entry_id, 0, step)
+        return
+    entry, mask = guide.mask_with_entry(matcher.configuration)
+    blocked = guide.vocab.size - mask.count()
+    _expect(record, configuration_hash(matcher.configuration), entry.entry_id, blocked, step)
+    if not 0 <= token < guide.vocab.size or token not in mask:
+        raise AuditError(f"token {token} is outside the mask at this step", step)
+    if guide.is_eos(token) != (record["kind"] == "eos"):
+        raise AuditError(f"token {token} is recorded as {record['kind']!r}", step)
+    if not matcher.accept_tokens([token], str(record["kind"])):
+        raise AuditError(f"token {token} comes after the end of the output", step)
+
+
+def _roll_back(matcher: Matcher, count: int, step: int) -> None:
+    if not 1 <= count <= matcher.num_accepted:
+        raise AuditError(
+            f"a rollback of {count} tokens, but {matcher.num_accepted} are accepted", step
+        )
+    matcher.rollback(count)
+
+
+def _expect(record: Mapping[str, object], config: str, entry: str, blocked: int, step: int) -> None:
+    """Raise at the first of the record's derived fields that the replay does not reproduce."""
+    for name, replayed in (("config", config), ("entry", entry), ("blocked", blocked)):
+        if record.get(name) != replayed:
+            raise AuditError(
+                f"the recorded {name} {record.get(name)!r} is not the replayed {replayed!r}", step
+            )

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
+from gridrail.archive import ArchiveError
+from gridrail.audit import AuditError, AuditLog, replay, verify
 from gridrail.errors import GridrailError, ParseError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
@@ -95,6 +97,41 @@ def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _read_log(path: str) -> AuditLog:
+    """The log at `path`; a file that is not UTF-8 text is unreadable (exit 2) like a missing
+    one, whereas a readable file that is not a well-formed log is a broken log (exit 1)."""
+    try:
+        return AuditLog.read(path)
+    except UnicodeDecodeError as exc:
+        raise OSError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
+
+
+def _audit_failure(out: TextIO, path: str, exc: AuditError | ArchiveError) -> int:
+    kind = "the archive cannot back it" if isinstance(exc, ArchiveError) else "not intact"
+    out.write(f"{path}: {kind}: {exc}\n")
+    return 1
+
+
+def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        log = _read_log(args.log)
+        verify(log)
+    except AuditError as exc:
+        return _audit_failure(out, args.log, exc)
+    stop = log.seal_record.get("stop")  # type: ignore[union-attr]  # verify: it is sealed
+    out.write(f"{args.log}: chain intact, {len(log.records)} steps, sealed (stop: {stop})\n")
+    return 0
+
+
+def cmd_audit_replay(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        steps = replay(_read_log(args.log), args.archive)
+    except (AuditError, ArchiveError) as exc:
+        return _audit_failure(out, args.log, exc)
+    out.write(f"{args.log}: replayed {steps} steps bit-identically against {args.archive}\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gridrail", description="Grammar-railed decoding for LLM-written SQL."
@@ -111,6 +148,25 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--grammar", default=DEFAULT_GRAMMAR, help=grammar_help)
     e.add_argument("prefix", metavar="PREFIX")
     e.set_defaults(run=cmd_explain)
+
+    a = sub.add_parser(
+        "audit",
+        help="check an audit log (JSONL written by AuditLog.write)",
+        epilog="exit status: 0 intact; 1 not intact (the first bad step and why are printed); "
+        "2 usage error or unreadable file",
+    )
+    audit = a.add_subparsers(dest="audit_command", required=True)
+    v = audit.add_parser("verify", help="is LOG's hash chain intact and sealed")
+    v.add_argument("log", metavar="LOG")
+    v.set_defaults(run=cmd_audit_verify)
+    r = audit.add_parser(
+        "replay", help="recompute every step of LOG from the artifacts archived in DIR"
+    )
+    r.add_argument("log", metavar="LOG")
+    r.add_argument(
+        "--archive", metavar="DIR", required=True, help="the directory gridrail.archive wrote"
+    )
+    r.set_defaults(run=cmd_audit_replay)
     return parser
 
 

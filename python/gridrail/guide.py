@@ -66,7 +66,8 @@ class Guide:
         self._dialect = dialect  # the L1 grammar the role's language was cut from
         self._checker: SemanticChecker | None = None
         self.oracle = Oracle(compiled)
-        self.keys = KeyMaker(self.oracle, *_lexicon_signature(compiled, lexicons))
+        self.lexicons = tuple(lexicons)  # the L3 lexicons compiled into this guide's grammar
+        self.keys = KeyMaker(self.oracle, *lexicon_signature(compiled, lexicons))
         # T1: walks of this grammar, vocabulary and lexicons (shared when built by `compile`)
         self.cache = cache if cache is not None else MaskCache()
         if trie is None:
@@ -181,7 +182,7 @@ def compile(
         raise TypeError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
     language, view, lexicons = shared_role_language(grammar, policy, role, schema, registry)
     compiled = shared_compiled_grammar(language, registry)
-    _, lexicon_fingerprint = _lexicon_signature(compiled, lexicons)
+    _, lexicon_fingerprint = lexicon_signature(compiled, lexicons)
     return Guide(
         compiled,
         vocab,
@@ -193,7 +194,7 @@ def compile(
     )
 
 
-def _lexicon_signature(compiled: CompiledGrammar, lexicons: Sequence[Lexicon]) -> tuple[int, str]:
+def lexicon_signature(compiled: CompiledGrammar, lexicons: Sequence[Lexicon]) -> tuple[int, str]:
     """The lexicon terminals as a bit mask, and a fingerprint of what they spell."""
     mask = 0
     digest = hashlib.blake2b(b"gridrail-lexicons-v1\0", digest_size=16)
