@@ -117,3 +117,25 @@ def test_publish_is_idempotent_and_conflicts_raise() -> None:
     assert by_bytes.stats.evictions == 1 and by_bytes.stats.entries == 1
     with pytest.raises(ValueError, match="at least one entry"):
         MaskCache(capacity=0)
+
+
+def test_concurrent_matchers_share_one_cache_soundly() -> None:
+    """Many threads filling masks through one guide (one cache, racing publishers): every mask
+    equals the uncached one, and no publish conflict is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guide = _guide("analyst")
+    rng = random.Random(9)
+    replays = [generate(guide, rng, budget=rng.randint(30, 50)).tokens[:-1] for _ in range(8)]
+
+    def replay(tokens: list[int]) -> int:
+        m = guide.matcher()
+        for token in tokens:
+            cfg = m.configuration
+            assert guide.mask(cfg) == next_token_mask(guide.oracle, guide.trie, guide.vocab, cfg)
+            assert m.accept_tokens([token])
+        return len(tokens)
+
+    with ThreadPoolExecutor(4) as pool:
+        steps = sum(pool.map(replay, replays * 2))
+    assert steps > 100 and guide.cache.stats.hits > 0
