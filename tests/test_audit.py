@@ -28,6 +28,7 @@ from gridrail.archive import (
 )
 from gridrail.audit import AuditError, AuditLog, configuration_hash, replay, verify
 from gridrail.cli import main
+from gridrail.grammar.loader import bundled_grammar_text
 from test_walk_arm import _small_vocab
 
 GENERATIONS = 200  # replayed in the default run; §8.7's 1,000 run behind `long`
@@ -560,3 +561,39 @@ def test_cli_usage_errors_and_unreadable_files(
         with pytest.raises(SystemExit) as done:
             main(argv)
         assert done.value.code == 2
+
+
+# -- a cache-namespace rollover in the middle of a run (§8.7)
+
+
+def _across_rollover(per_side: int, tmp_path: Path) -> int:
+    """Generations on a grammar, then on its superseding version (same name, one more function):
+    the registry rolls the mask-cache namespace over — the old cache is dropped — and every log,
+    from before and after, replays bit-identically from the archive."""
+    registry = gr.Registry()
+    text = bundled_grammar_text("sqlite")
+    newer = text.replace("|zeroblob)", "|zeroblob|zeta)")
+    assert newer != text
+    directory = tmp_path / "archive"
+    logs, caches = [], []
+    rng = random.Random(6)
+    for version in (text, newer):
+        guide = gr.compile(
+            gr.Grammar.from_lark(version, "sqlite.lark"), _small_vocab(), registry=registry
+        )
+        save_guide(guide, directory)
+        caches.append(guide.cache)
+        logs += [audited_generation(guide, rng, b) for b in _budgets(guide, rng, per_side)]
+    assert registry.stats().rollovers == 1 and caches[0] is not caches[1]
+    for log in logs:
+        assert replay(log, directory) == len(log.records)
+    return len(logs)
+
+
+def test_logs_replay_across_a_namespace_rollover(tmp_path: Path) -> None:
+    assert _across_rollover(20, tmp_path) == 40
+
+
+@pytest.mark.long
+def test_logs_replay_across_a_namespace_rollover_long(tmp_path: Path) -> None:
+    assert _across_rollover(500, tmp_path) == 1000

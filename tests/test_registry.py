@@ -321,3 +321,13 @@ def test_equal_vocabularies_share_one_trie() -> None:
     assert shared_trie(bytes_and_eos(), registry) is first
     assert first.num_nodes == 257  # the root and one node per byte
     assert registry.stats().builds == 1
+
+
+def test_a_namespace_rolls_over_to_a_newer_key() -> None:
+    registry = Registry()
+    assert registry.get("v1", lambda: "old") == "old"
+    assert not registry.rollover("cache of g", "v1")  # first key of the namespace
+    assert not registry.rollover("cache of g", "v1")  # the same key again
+    assert registry.rollover("cache of g", "v2")  # superseded: the old artifact goes
+    assert registry.get("v1", lambda: "rebuilt") == "rebuilt"
+    assert registry.stats().rollovers == 1

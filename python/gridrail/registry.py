@@ -47,6 +47,7 @@ class RegistryStats:
     failures: int = 0  # builds that raised
     negative_hits: int = 0  # calls that re-raised a remembered failure without building
     evictions: int = 0  # entries (built or failed) dropped to stay within capacity
+    rollovers: int = 0  # artifacts dropped because a namespace moved to a newer key
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class Registry:
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, _Built | _Failure] = OrderedDict()
         self._flights: dict[Hashable, _Flight] = {}
+        self._namespaces: dict[Hashable, Hashable] = {}  # namespace -> its current key
         self._stats = RegistryStats()
 
     def get(self, key: Hashable, build: Callable[[], T]) -> T:
@@ -173,6 +175,21 @@ class Registry:
             self._entries.popitem(last=False)
             self._stats.evictions += 1
 
+    def rollover(self, namespace: Hashable, key: Hashable) -> bool:
+        """Make `key` the current artifact of `namespace` (say, the mask cache of one grammar
+        name). When it supersedes another key — the grammar was edited, so its fingerprint
+        changed — the old artifact is dropped at once instead of waiting for eviction, and True
+        is returned. Logs that named the old artifact's entries still replay: replay rebuilds
+        from the archive, never from this registry."""
+        with self._lock:
+            previous = self._namespaces.get(namespace)
+            self._namespaces[namespace] = key
+            if previous is None or previous == key:
+                return False
+            self._entries.pop(previous, None)
+            self._stats.rollovers += 1
+            return True
+
     def stats(self) -> RegistryStats:
         """A snapshot of the counters."""
         with self._lock:
@@ -217,7 +234,9 @@ def shared_mask_cache(
     """The T1 mask cache of one (grammar, vocabulary, lexicons): every guide and matcher over
     them reads and publishes the same entries, so a warm grammar stays warm across requests."""
     key = ("mask-cache", compiled.fingerprint, vocab.fingerprint, lexicons)
-    return _or_default(registry).get(key, MaskCache)
+    registry = _or_default(registry)
+    registry.rollover(("mask-cache", compiled.grammar.name, vocab.fingerprint), key)
+    return registry.get(key, MaskCache)
 
 
 def shared_role_language(
