@@ -139,3 +139,31 @@ def test_concurrent_matchers_share_one_cache_soundly() -> None:
     with ThreadPoolExecutor(4) as pool:
         steps = sum(pool.map(replay, replays * 2))
     assert steps > 100 and guide.cache.stats.hits > 0
+
+
+def test_roles_of_one_dialect_share_entries_soundly() -> None:
+    """The cross-role tier: role projections keep L1's terminals, so their walks share one
+    cache; every role's masks still equal its uncached masks (OBL-KEY1 across roles)."""
+    registry = gr.Registry()
+    policy = gr.Policy.from_text(
+        "[roles.reader]\nstatements = ['select']\nbanned = ['subqueries']\n\n"
+        "[roles.writer]\nstatements = ['select', 'insert', 'update', 'delete']\n"
+    )
+    reader, writer = (
+        gr.compile(_sqlite(), _vocab(WORDS), policy=policy, role=r, registry=registry)
+        for r in ("reader", "writer")
+    )
+    assert reader.cache is writer.cache and reader.compiled is not writer.compiled
+    rng = random.Random(11)
+    for guide in (reader, writer, reader):
+        hits_before = guide.cache.stats.hits
+        for _ in range(15):
+            gen = generate(guide, rng, budget=rng.randint(25, 50))
+            m = guide.matcher()
+            for token in gen.tokens[:-1]:
+                cfg = m.configuration
+                assert guide.mask(cfg) == next_token_mask(
+                    guide.oracle, guide.trie, guide.vocab, cfg
+                )
+                assert m.accept_tokens([token])
+        assert guide.cache.stats.hits > hits_before

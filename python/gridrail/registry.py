@@ -231,9 +231,11 @@ def shared_trie(vocab: Vocabulary, registry: Registry | None = None) -> TokenTri
 def shared_mask_cache(
     compiled: CompiledGrammar, vocab: Vocabulary, lexicons: str, registry: Registry | None = None
 ) -> MaskCache:
-    """The T1 mask cache of one (grammar, vocabulary, lexicons): every guide and matcher over
-    them reads and publishes the same entries, so a warm grammar stays warm across requests."""
-    key = ("mask-cache", compiled.fingerprint, vocab.fingerprint, lexicons)
+    """The mask cache of one (scanner, vocabulary, lexicons): every guide and matcher over them
+    reads and publishes the same entries, so a warm grammar stays warm across requests, and the
+    roles of one dialect share entries (the cross-role tier): a walk reads the scanner and the
+    allowed set A — part of every key, numbered as at L1 — and never the productions."""
+    key = ("mask-cache", compiled.grammar.lexical_fingerprint, vocab.fingerprint, lexicons)
     registry = _or_default(registry)
     registry.rollover(("mask-cache", compiled.grammar.name, vocab.fingerprint), key)
     return registry.get(key, MaskCache)

@@ -158,3 +158,15 @@ class Grammar:
             cache = digest.hexdigest()
             object.__setattr__(self, "_fingerprint", cache)
         return cache
+
+    @property
+    def lexical_fingerprint(self) -> str:
+        """BLAKE2b-128 (hex) of what defines the scanner alone: the terminals (numbering,
+        patterns, flags, priorities), the ignored and the declared ones. Role projections of one
+        language share it (they only drop productions), and so do their context-independent
+        walks, which read the scanner and the allowed set, never the productions."""
+        doc = json.loads(self.canonical_form())
+        text = json.dumps(
+            [doc["terminals"], doc["ignored"], doc["declared"]], separators=(",", ":")
+        )
+        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
