@@ -29,6 +29,7 @@ from gridrail.archive import (
 from gridrail.audit import AuditError, AuditLog, configuration_hash, replay, verify
 from gridrail.cli import main
 from gridrail.grammar.loader import bundled_grammar_text
+from test_lexicon import HR_TABLES
 from test_walk_arm import _small_vocab
 
 GENERATIONS = 200  # replayed in the default run; §8.7's 1,000 run behind `long`
@@ -39,12 +40,6 @@ ROLLBACK_RATE = 0.05  # per step, undo 1-3 tokens
 REOPEN_RATE = 0.2  # per generation, roll back over the EOS once and go on
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-HR_TABLES = {  # examples/hr.sql
-    "employees": ["id", "name", "dept", "salary", "manager_id"],
-    "employees_public": ["id", "name", "dept"],
-    "orders": ["id", "employee_id", "total", "placed_on"],
-    "salaries": ["employee_id", "amount", "since"],
-}
 
 
 @cache

@@ -18,16 +18,11 @@ import gridrail as gr
 from gridrail.policy.bundle import Policy
 from gridrail.policy.schema import Schema
 from gridrail.registry import DEFAULT_REGISTRY, Registry, shared_role_language, shared_trie
+from test_lexicon import HR_TABLES
 
 THREADS = 32
 PATIENCE = 30.0  # seconds until a test that must not block says it blocked (not a speed bound)
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-HR_TABLES = {
-    "employees": ["id", "name", "dept", "salary", "manager_id"],
-    "employees_public": ["id", "name", "dept"],
-    "orders": ["id", "employee_id", "total", "placed_on"],
-    "salaries": ["employee_id", "amount", "since"],
-}
 
 
 class _BuildFailed(Exception):

@@ -22,7 +22,7 @@ import hashlib
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gridrail.errors import PolicyError
@@ -174,23 +174,9 @@ def _load_role(
     statements = _names(spec["statements"], "statements", name, lines, section)
     if not statements:
         raise lines.error(f"role {name!r}: statements is empty", "statements", section)
-    for kind in statements:
-        if kind not in catalogue.statements:
-            raise lines.error(
-                f"role {name!r}: unknown statement kind {kind!r} "
-                f"(known: {', '.join(sorted(catalogue.statements))})",
-                kind,
-                section,
-            )
+    _require_known(statements, catalogue.statements, "statement kind", name, lines)
     banned = _names(spec.get("banned", []), "banned", name, lines, section)
-    for construct in banned:
-        if construct not in catalogue.constructs:
-            raise lines.error(
-                f"role {name!r}: unknown construct {construct!r} "
-                f"(known: {', '.join(sorted(catalogue.constructs))})",
-                construct,
-                section,
-            )
+    _require_known(banned, catalogue.constructs, "construct", name, lines)
     tables = None
     if "tables" in spec:
         tables = _names(spec["tables"], "tables", name, lines, section)
@@ -217,6 +203,19 @@ def _load_role(
         role_functions,
         lines.find(f"[{section}]"),
     )
+
+
+def _require_known(
+    values: list[str], known: Iterable[str], what: str, role: str, lines: _Lines
+) -> None:
+    known = sorted(known)
+    for value in values:
+        if value not in known:
+            raise lines.error(
+                f"role {role!r}: unknown {what} {value!r} (known: {', '.join(known)})",
+                value,
+                f"roles.{role}",
+            )
 
 
 def _column_rules(
