@@ -1,8 +1,11 @@
 """The per-request matcher: the hot path in the paper's order (§6.1), over one compiled guide.
 
-`compile(grammar, vocab)` builds a Guide (compiled grammar + oracle + token trie); a Guide makes
+`compile(grammar, vocab, schema=, policy=, role=)` builds a Guide: the role's compiled language,
+its oracle, the token trie and the shared mask cache (artifacts come from the registry, built
+once per fingerprint); `guide.check` names what a finished statement may not do. A Guide makes
 Matchers, one per generation. A Matcher keeps the history of configurations it went through, so
-`rollback` is popping a list (configurations are immutable and share their stacks).
+`rollback` is popping a list (configurations are immutable and share their stacks), and with an
+audit log it records every step.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the ma
 
 
 class Guide:
-    """Everything shared by the matchers of one (grammar, vocabulary) pair."""
+    """Everything shared by the matchers of one (language, vocabulary) pair."""
 
     def __init__(
         self,
