@@ -208,3 +208,26 @@ def test_completion_is_always_accepted() -> None:
         finish = m.completion()
         assert m.accept_tokens(finish) and m.is_terminated()
         assert oracle.accepts(prefix + b"".join(guide.vocab.token_bytes(t) for t in finish[:-1]))
+
+
+def test_rolling_back_into_a_reserve_completion_keeps_the_budget() -> None:
+    """A rollback into the middle of a written completion must leave a completion that still
+    fits: the rest of the one written (a fresh shortest completion can be a token longer)."""
+    guide = _guide("small")
+    rng = random.Random(4)
+    reserve = len(guide.matcher().completion())
+    checked = 0
+    for _ in range(200):
+        budget = rng.randint(reserve, reserve + 10)
+        m = guide.matcher(max_tokens=budget)
+        while not m.is_terminated():
+            if not m.accept_tokens([rng.choice(m.allowed().ids())]):
+                written = m.completion()
+                assert m.accept_tokens(written)
+                back = rng.randint(1, min(len(written), m.num_accepted))
+                m.rollback(back)
+                finish = m.completion()
+                assert m.num_accepted + len(finish) <= budget
+                assert m.accept_tokens(finish) and m.is_terminated()
+                checked += 1
+    assert checked > 50

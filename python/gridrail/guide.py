@@ -243,6 +243,10 @@ class Matcher:
         self.audit = audit  # when given, every accepted token and rollback is recorded
         self._last_mask: tuple[Configuration, MaskEntry, TokenSet] | None = None
         self._history: list[Configuration] = [guide.oracle.initial]
+        # History length -> the rest of an accepted sentence-ending span from there: a rollback
+        # into a reserve completion must offer that rest (it fits the budget), not a fresh
+        # shortest completion, which can be a token longer.
+        self._finishes: dict[int, list[int]] = {}
         self._tokens: list[int] = []  # accepted ids, one per history entry after the first
         self._terminated = False
         if max_tokens is not None:
@@ -268,6 +272,7 @@ class Matcher:
         return self._terminated
 
     def reset(self) -> None:
+        self._finishes.clear()
         if self.audit is not None and self._tokens:
             self.rollback(len(self._tokens))
         del self._history[1:]
@@ -344,7 +349,12 @@ class Matcher:
             return False
         if not self._within_budget(token_ids):
             return False
-        for token_id in token_ids:
+        for stale in [n for n in self._finishes if n > len(self._history)]:
+            del self._finishes[stale]  # from a branch that was rolled back
+        ends_sentence = bool(token_ids) and self.guide.is_eos(token_ids[-1])
+        for position, token_id in enumerate(token_ids):
+            if ends_sentence and position:
+                self._finishes[len(self._history)] = list(token_ids[position:])
             if self.audit is not None:
                 self._record(token_id, "eos" if self.guide.is_eos(token_id) else kind)
             if self.guide.is_eos(token_id):
@@ -399,7 +409,10 @@ class Matcher:
     def completion(self) -> list[int]:
         """The tokens (EOS last) that finish the output as a sentence from here; accepting them
         always succeeds. Empty once terminated."""
-        return [] if self._terminated else self.guide.completion(self.configuration)
+        if self._terminated:
+            return []
+        known = self._finishes.get(len(self._history))
+        return list(known) if known is not None else self.guide.completion(self.configuration)
 
     def forced_tokens(self) -> list[int]:
         """Jump-forward: while the mask is a single non-EOS token, that token (bounded by
