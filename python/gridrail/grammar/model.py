@@ -165,8 +165,14 @@ class Grammar:
         patterns, flags, priorities), the ignored and the declared ones. Role projections of one
         language share it (they only drop productions), and so do their context-independent
         walks, which read the scanner and the allowed set, never the productions."""
-        doc = json.loads(self.canonical_form())
-        text = json.dumps(
-            [doc["terminals"], doc["ignored"], doc["declared"]], separators=(",", ":")
-        )
-        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        cache = self.__dict__.get("_lexical_fingerprint")
+        if cache is None:
+            terminals = [
+                [t.index, t.name, t.pattern, t.flags, t.priority, t.is_literal]
+                for t in self.terminals
+            ]
+            doc = [terminals, sorted(self.ignored), sorted(self.declared)]
+            text = json.dumps(doc, separators=(",", ":"))
+            cache = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+            object.__setattr__(self, "_lexical_fingerprint", cache)
+        return cache
