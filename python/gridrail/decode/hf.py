@@ -1,0 +1,121 @@
+"""transformers integration: the logits processor (mode 2) and a model adapter for the
+GRID-owned loop (mode 1).
+
+`GridLogitsProcessor` goes into `model.generate(..., logits_processor=[processor])`: one guarded
+row (matcher, budget trigger, audit log) per batch row, EOS only where a statement is complete,
+and after `generate` returns, `processor.finish(output)` feeds each row its last token and seals
+its log. Greedy search and sampling are supported; beam search is not (beams are reordered
+behind the processor's back), and nothing may change the logits after this processor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from gridrail.audit import AuditLog
+from gridrail.decode.loop import Generation
+from gridrail.decode.row import GuardedRow
+from gridrail.guide import Guide
+
+MODE = "transformers-processor"
+
+
+class GridLogitsProcessor:
+    """A transformers logits processor for a batch: row i follows `guides[i]` (one guide for
+    every row when a single guide is given). `max_tokens` should equal `max_new_tokens`; with it,
+    rows end as sentences within the budget unless one token lengthens the shortest completion
+    past it (then the row is sealed "truncated": see `gridrail.decode.row`)."""
+
+    def __init__(
+        self,
+        guides: Guide | Sequence[Guide],
+        *,
+        max_tokens: int | None = None,
+        audit: bool = True,
+    ):
+        self._guides = guides
+        self.max_tokens = max_tokens
+        self._audit = audit
+        self.rows: list[GuardedRow] = []
+        self._prompt_length: int | None = None
+        self.guard_seconds = 0.0
+
+    def _start(self, batch_size: int, prompt_length: int) -> None:
+        guides = self._guides
+        if isinstance(guides, Guide):
+            guides = [guides] * batch_size
+        elif len(guides) != batch_size:
+            raise ValueError(
+                f"{len(guides)} guides for a batch of {batch_size} rows (num_beams and "
+                "num_return_sequences > 1 are not supported)"
+            )
+        self.rows = [
+            GuardedRow(guide, self.max_tokens, AuditLog() if self._audit else None)
+            for guide in guides
+        ]
+        self._prompt_length = prompt_length
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        started = time.perf_counter()
+        if self._prompt_length is None:
+            self._start(input_ids.shape[0], input_ids.shape[1])
+        if input_ids.shape[0] != len(self.rows):
+            raise ValueError(
+                f"the batch changed from {len(self.rows)} to {input_ids.shape[0]} rows; use a new "
+                "processor for each generate call (beam search is not supported)"
+            )
+        generated = input_ids[:, self._prompt_length :].tolist()
+        width = scores.shape[-1]
+        masks = np.empty((len(self.rows), width), dtype=bool)
+        for i, row in enumerate(self.rows):
+            row.observe(generated[i])
+            masks[i] = row.allowed(width)
+        allowed = torch.from_numpy(masks).to(scores.device)
+        out = scores.masked_fill(~allowed, float("-inf"))
+        self.guard_seconds += time.perf_counter() - started
+        return out
+
+    def finish(self, sequences) -> list[Generation]:
+        """Feed each row the tokens `generate` sampled after the last call (its output
+        `sequences`, prompt included), seal the audit logs and return one Generation per row."""
+        if self._prompt_length is None:
+            raise ValueError("the processor was never called: pass it to model.generate first")
+        results = []
+        for row, ids in zip(self.rows, sequences[:, self._prompt_length :].tolist(), strict=True):
+            row.observe(ids)
+            results.append(row.finish(MODE))
+        return results
+
+
+class CausalLMLogits:
+    """Next-token logits from a transformers causal LM for `generate` (mode 1), reusing the
+    key/value cache: each call feeds only the tokens not fed before."""
+
+    def __init__(self, model, prompt_ids: Sequence[int]):
+        if not prompt_ids:
+            raise ValueError("the prompt is empty")
+        self.model = model
+        self._prompt = [int(t) for t in prompt_ids]
+        self._fed: list[int] = []
+        self._cache = None
+
+    def __call__(self, generated: Sequence[int]):
+        import torch
+
+        full = self._prompt + [int(t) for t in generated]
+        if full[: len(self._fed)] != self._fed or len(full) == len(self._fed):
+            self._fed, self._cache = [], None  # not a continuation of what was fed: start over
+        new = full[len(self._fed) :]
+        device = next(self.model.parameters()).device
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=torch.tensor([new], device=device), cache=self._cache, use_cache=True
+            )
+        self._cache = out.cache
+        self._fed = full
+        return out.logits[0, -1]

@@ -1,0 +1,71 @@
+"""Applying a mask to a model's next-token logits and choosing a token (hard -inf, never soft).
+
+Logits may be a numpy array or a torch tensor (any float dtype, any device): both become a
+float64 numpy vector here, so the choice is the same whatever produced them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gridrail.mask.bitmask import TokenSet
+
+
+def allowed_array(allowed: TokenSet, width: int | None = None) -> np.ndarray:
+    """The set as a boolean vector over `width` logits (default: the vocabulary size). Logits
+    past the vocabulary (a model's padded output layer) are never allowed."""
+    width = allowed.vocab_size if width is None else width
+    bits = np.unpackbits(np.frombuffer(bytes(allowed.bits), dtype=np.uint8), bitorder="little")
+    out = np.zeros(width, dtype=bool)
+    size = min(width, allowed.vocab_size)
+    out[:size] = bits[:size]
+    return out
+
+
+def as_vector(logits: object) -> np.ndarray:
+    """One row of logits as float64 numpy (a torch tensor is detached and copied to the CPU)."""
+    if hasattr(logits, "detach"):  # torch, without importing it
+        logits = logits.detach().float().cpu().numpy()
+    vector = np.asarray(logits, dtype=np.float64)
+    if vector.ndim == 2 and vector.shape[0] == 1:
+        vector = vector[0]
+    if vector.ndim != 1:
+        raise ValueError(f"expected one row of next-token logits, got shape {vector.shape}")
+    if np.isnan(vector).any():
+        raise ValueError("the model returned NaN logits")
+    return vector
+
+
+@dataclass
+class Sampler:
+    """Greedy (temperature 0) or seeded sampling at a temperature; the same seed gives the
+    same choices for the same logits."""
+
+    temperature: float = 0.0
+    seed: int | None = None
+    _rng: np.random.Generator = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        self._rng = np.random.default_rng(self.seed)
+
+    @property
+    def description(self) -> str:
+        if self.temperature == 0:
+            return "greedy"
+        return f"temperature={self.temperature},seed={self.seed}"
+
+    def choose(self, logits: np.ndarray, allowed: np.ndarray) -> int:
+        """A token id with `allowed[id]` true; the logits of all others count as -inf."""
+        ids = np.flatnonzero(allowed[: len(logits)])
+        if not len(ids):
+            raise ValueError("no allowed token among the model's logits")
+        kept = logits[ids]
+        if self.temperature == 0 or not np.isfinite(kept).any():
+            return int(ids[int(np.argmax(kept))])
+        scaled = (kept - kept[np.isfinite(kept)].max()) / self.temperature
+        weights = np.exp(scaled)  # exp(-inf) = 0: a -inf logit is never drawn
+        return int(self._rng.choice(ids, p=weights / weights.sum()))

@@ -1,0 +1,112 @@
+"""The GRID-owned decode loop (Proposition 9, mode 1): gridrail holds the loop, so it can write.
+
+Each step: if the mask is a single token, jump forward over the forced span without asking the
+model; otherwise ask the model for next-token logits, fill every token outside the mask with
+-inf and choose. A token after which the shortest legal completion would no longer fit the
+budget is refused by the matcher (the reserve trigger), and the loop writes that completion
+instead. So every stop is a sentence followed by EOS: either the model chose EOS (only legal
+where the output is a complete statement) or the reserve wrote the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gridrail.audit import AuditLog
+from gridrail.decode.logits import Sampler, allowed_array, as_vector
+from gridrail.guide import Guide, Matcher
+
+NextLogits = Callable[[Sequence[int]], object]
+"""Given every token generated so far (the prompt excluded), the next-token logits: a 1-D numpy
+array or torch tensor as wide as the vocabulary (wider is allowed: the rest is masked)."""
+
+
+@dataclass
+class Generation:
+    """One constrained generation: its tokens (EOS last), its text, how it stopped and where
+    the time went."""
+
+    tokens: list[int]
+    text: str
+    stop: str  # "eos": the model ended a sentence; "reserve": the budget trigger wrote the end
+    kinds: dict[str, int] = field(default_factory=dict)  # tokens per audit kind
+    guard_seconds: float = 0.0  # masks, jump-forward, accepting (everything but the model)
+    model_seconds: float = 0.0  # inside `next_logits`
+    model_calls: int = 0
+    audit: AuditLog | None = None
+
+
+def generate(
+    guide: Guide,
+    next_logits: NextLogits,
+    *,
+    max_tokens: int,
+    sampler: Sampler | None = None,
+    audit: AuditLog | None = None,
+    on_token: Callable[[int], None] | None = None,
+) -> Generation:
+    """Decode one statement of `guide`'s language with at most `max_tokens` tokens (EOS
+    included). With `audit`, every step is recorded and the log is sealed with the stop reason,
+    the guide's artifact fingerprints and the mode flags. `on_token(n)` is told the number of
+    tokens so far after each step (progress display)."""
+    sampler = sampler or Sampler()
+    matcher = guide.matcher(max_tokens=max_tokens, audit=audit)
+    result = Generation([], "", "eos", audit=audit)
+    clock = time.perf_counter
+    started = clock()
+    while not matcher.is_terminated():
+        mask = matcher.allowed()
+        forced = matcher.forced_tokens() if mask.count() == 1 else []
+        if forced:
+            if not matcher.accept_tokens(forced, "forced"):
+                _write_reserve(matcher, result)
+            else:
+                _count(result, "forced", len(forced))
+        else:
+            before_model = clock()
+            logits = as_vector(next_logits(matcher.accepted_tokens()))
+            result.model_seconds += clock() - before_model
+            result.model_calls += 1
+            if len(logits) < guide.vocab.size:
+                raise ValueError(
+                    f"the model gave {len(logits)} logits for a vocabulary of "
+                    f"{guide.vocab.size} tokens: is the guide compiled for this model's vocabulary?"
+                )
+            token = sampler.choose(logits, allowed_array(mask, len(logits)))
+            if matcher.accept_tokens([token]):
+                _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
+            else:  # inside the mask, so refused by the budget: write the shortest ending
+                _write_reserve(matcher, result)
+        if on_token is not None:
+            on_token(matcher.num_accepted)
+    result.guard_seconds = clock() - started - result.model_seconds
+    result.tokens = matcher.accepted_tokens()
+    result.text = text_of(guide, result.tokens)
+    if audit is not None:
+        audit.seal(
+            result.stop,
+            guide.artifacts(),
+            {"mode": "grid-loop", "max_tokens": max_tokens, "sampling": sampler.description},
+        )
+    return result
+
+
+def _write_reserve(matcher: Matcher, result: Generation) -> None:
+    ending = matcher.completion()
+    accepted = matcher.accept_tokens(ending, "reserve")
+    assert accepted, "a shortest completion is always accepted within the budget invariant"
+    result.stop = "reserve"
+    _count(result, "reserve", len(ending) - 1)
+    _count(result, "eos", 1)
+
+
+def _count(result: Generation, kind: str, n: int) -> None:
+    result.kinds[kind] = result.kinds.get(kind, 0) + n
+
+
+def text_of(guide: Guide, tokens: Sequence[int]) -> str:
+    """The output's text: the tokens' bytes (EOS has none), invalid UTF-8 replaced."""
+    spelled = b"".join(guide.vocab.token_bytes(t) or b"" for t in tokens if not guide.is_eos(t))
+    return spelled.decode("utf-8", "replace")

@@ -1,0 +1,317 @@
+"""`gridrail ask` and its parts: prompts from the role's view only, the checker-guided repair
+retry (with a scripted model), the database front end, the bundled example, the command line's
+errors, and — with the real default model — the main job end to end, audited and replayed, and
+the transformers logits processor inside `model.generate` with a batch of two roles."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gridrail as gr
+from gridrail.ask import ask
+from gridrail.audit import AuditLog, verify
+from gridrail.cli import main
+from gridrail.database import Database, DatabaseError, QueryResult, format_table
+from gridrail.models import LanguageModel, load_model
+from gridrail.prompt import question_messages, repair_messages, schema_text
+from test_walk_arm import _small_vocab
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+HR_DB = EXAMPLES / "hr.sqlite"
+HR_POLICY = EXAMPLES / "hr_policy.toml"
+
+
+@cache
+def _guide(role: str, vocab: gr.Vocabulary | None = None) -> gr.Guide:
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        vocab or _small_vocab(),
+        schema=gr.Schema.from_sqlite(HR_DB),
+        policy=gr.Policy.from_file(HR_POLICY),
+        role=role,
+    )
+
+
+# -- the bundled example -------------------------------------------------------------------------
+
+
+def _contents(db: sqlite3.Connection) -> dict[str, object]:
+    tables = [r[0] for r in db.execute("select name from sqlite_master where type = 'table'")]
+    return {
+        "schema": sorted(db.execute("select name, sql from sqlite_master").fetchall()),
+        **{t: sorted(db.execute(f'select * from "{t}"').fetchall()) for t in tables},
+    }
+
+
+def test_the_example_database_is_its_script() -> None:
+    with closing(sqlite3.connect(":memory:")) as fresh, closing(sqlite3.connect(HR_DB)) as shipped:
+        fresh.executescript((EXAMPLES / "hr.sql").read_text())
+        assert _contents(shipped) == _contents(fresh)
+
+
+def test_the_example_policy_has_the_roles_the_demo_needs() -> None:
+    policy = gr.Policy.from_file(HR_POLICY)
+    schema = gr.Schema.from_sqlite(HR_DB)
+    analyst = _guide("analyst").view
+    assert policy.role("analyst").statements == {"select"}
+    assert not analyst.may_see_table("salaries")
+    assert not analyst.may_see_column("employees", "salary")
+    assert _guide("manager").view.may_see_table("salaries")
+    assert {"insert", "update", "delete"} <= policy.role("admin").statements
+    assert schema.table("salaries") is not None
+
+
+# -- prompts -------------------------------------------------------------------------------------
+
+
+def test_the_prompt_names_only_what_the_role_sees() -> None:
+    analyst = schema_text(_guide("analyst").view)
+    assert "CREATE TABLE employees (id INTEGER, name TEXT, dept TEXT, manager_id INTEGER);" in (
+        analyst
+    )
+    assert "salary" not in analyst and "salaries" not in analyst
+    manager = schema_text(_guide("manager").view)
+    assert "salary REAL" in manager and "CREATE TABLE salaries" in manager
+    system = question_messages(_guide("clerk").view, "q")[0]["content"]
+    assert "Statements you may write: INSERT, SELECT, UPDATE." in system
+
+
+def test_names_that_need_quotes_are_quoted_in_the_prompt() -> None:
+    schema = gr.Schema.from_tables("sqlite", {"Home Town": ["order", "x y"], "plain": ["id"]})
+    text = schema_text(gr.compile(gr.Grammar.bundled("sqlite"), _small_vocab(), schema=schema).view)
+    assert 'CREATE TABLE "Home Town" (order' in text or 'CREATE TABLE "Home Town" ("order"' in text
+    assert '"x y"' in text and "CREATE TABLE plain (id)" in text
+
+
+def test_repair_messages_quote_the_violations() -> None:
+    guide = _guide("analyst")
+    violations = guide.check("SELECT name FROM orders;")
+    assert [v.kind for v in violations] == ["unknown_column"]
+    messages = repair_messages([{"role": "user", "content": "q"}], "SELECT 1;", violations)
+    assert messages[1] == {"role": "assistant", "content": "SELECT 1;"}
+    assert violations[0].message in messages[2]["content"]
+
+
+# -- the repair retry, with a scripted model ----------------------------------------------------
+
+
+@dataclass
+class ScriptedModel(LanguageModel):
+    """Writes `answers[k]` on its k-th attempt (teacher forcing through the mask: the longest
+    token that continues the answer wins; the mask still decides what may be written)."""
+
+    answers: tuple[str, ...] = ()
+
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        return [len(messages)]  # 2: the question; 4: the repair request
+
+    def next_logits(self, prompt_ids: list[int]):
+        target = self.answers[(prompt_ids[0] - 2) // 2].encode()
+        spellings = self.vocab.all_token_bytes
+
+        def logits(generated) -> np.ndarray:
+            written = b"".join(spellings[t] or b"" for t in generated)
+            rest = target[len(written) :]
+            out = np.full(self.vocab.size, -1e9)
+            for token, spelling in enumerate(spellings):
+                if spelling and rest.startswith(spelling):
+                    out[token] = len(spelling)
+            out[self.vocab.eos_token_id] = 0 if not rest else 100
+            return out
+
+        return logits
+
+
+def _scripted(*answers: str) -> ScriptedModel:
+    return ScriptedModel("scripted", None, None, _small_vocab(), answers)
+
+
+def test_a_violation_the_mask_cannot_prevent_gets_one_repair() -> None:
+    guide = _guide("analyst")
+    seen = []
+    model = _scripted("SELECT name FROM orders;", "SELECT name FROM employees;")
+    answer = ask("Who works here?", guide, model, on_repair=seen.append)
+    assert answer.repaired and [v.kind for v in seen[0]] == ["unknown_column"]
+    assert answer.attempts[0].sql == "SELECT name FROM orders;"
+    assert answer.sql == "SELECT name FROM employees;" and answer.violations == []
+    for attempt in answer.attempts:
+        verify(attempt.generation.audit)
+
+
+def test_a_failed_repair_is_reported_not_hidden() -> None:
+    model = _scripted("SELECT name FROM orders;", "SELECT dept FROM orders;")
+    answer = ask("q", _guide("analyst"), model)
+    assert answer.repaired and [v.kind for v in answer.violations] == ["unknown_column"]
+    no_retry = ask("q", _guide("analyst"), model, repair=False)
+    assert not no_retry.repaired and no_retry.violations
+
+
+def test_what_the_role_cannot_spell_is_never_written() -> None:
+    # the analyst's mask has no `salary` and no DELETE: the scripted model cannot write them
+    answer = ask("q", _guide("analyst"), _scripted("DELETE FROM employees;", "SELECT 1;"))
+    for attempt in answer.attempts:
+        assert "salary" not in attempt.sql.lower() and not attempt.sql.upper().startswith("DEL")
+        assert not [v for v in attempt.violations if v.kind == "outside_language"]
+
+
+def test_ask_refuses_a_guide_without_schema_or_for_another_vocabulary() -> None:
+    plain = gr.compile(gr.Grammar.bundled("sqlite"), _small_vocab())
+    with pytest.raises(ValueError, match="schema"):
+        ask("q", plain, _scripted("SELECT 1;"))
+    other = gr.Vocabulary([bytes((b,)) for b in range(256)] + [None], eos_token_ids=256)
+    model = ScriptedModel("other", None, None, other, ("SELECT 1;",))
+    with pytest.raises(ValueError, match="another vocabulary"):
+        ask("q", _guide("analyst"), model)
+
+
+# -- the database front end ---------------------------------------------------------------------
+
+
+def test_database_kinds_and_errors(tmp_path: Path) -> None:
+    assert Database.open(str(HR_DB)).kind == "sqlite"
+    assert Database.open("postgresql://u@localhost/db").kind == "postgres"
+    assert Database.open("host=localhost dbname=x").kind == "postgres"
+    duck = tmp_path / "x.duckdb"
+    duck.write_bytes(b"")
+    assert Database.open(str(duck)).kind == "duckdb"
+    with pytest.raises(DatabaseError, match="no such database file"):
+        Database.open(str(tmp_path / "missing.sqlite"))
+
+
+def test_statements_run_read_only_unless_the_role_writes(tmp_path: Path) -> None:
+    copy = tmp_path / "hr.sqlite"
+    copy.write_bytes(HR_DB.read_bytes())
+    db = Database.open(str(copy))
+    rows = db.execute("SELECT dept, count(*) FROM employees GROUP BY dept ORDER BY dept;")
+    assert rows.columns == ("dept", "count(*)")
+    assert rows.rows == (("eng", 3), ("ops", 2), ("sales", 3))
+    with pytest.raises(DatabaseError, match="readonly"):
+        db.execute("DELETE FROM orders;")
+    changed = db.execute("DELETE FROM orders WHERE total < 50;", read_only=False)
+    assert changed.changed == 2 and format_table(changed) == "2 row(s) changed"
+    with pytest.raises(DatabaseError, match="no such table"):
+        db.execute("SELECT * FROM nowhere;")
+
+
+def test_format_table() -> None:
+    result = QueryResult(("a", "long name"), ((1, None), (22, "x")), -1)
+    assert format_table(result).splitlines() == [
+        "a   long name",
+        "--  ---------",
+        "1   NULL",
+        "22  x",
+        "(2 rows)",
+    ]
+    assert format_table(QueryResult(("a",), ((1,), (2,), (3,)), -1), max_rows=1).endswith(
+        "(3 rows, 2 not shown)"
+    )
+    assert format_table(QueryResult(("a",), (), -1)).endswith("(0 rows)")
+
+
+# -- the command line's errors (no model is loaded for them) ------------------------------------
+
+
+def _ask(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(["ask", *args], out), out.getvalue()
+
+
+def test_ask_errors_are_one_line_and_a_nonzero_exit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_model(*_args, **_kwargs):
+        raise AssertionError("the model must not load before the arguments are checked")
+
+    monkeypatch.setattr("gridrail.models.load_model", no_model)
+    cases = [
+        (["--db", str(tmp_path / "none.sqlite"), "--role", "analyst"], "no such database file"),
+        (["--db", str(HR_DB), "--policy", str(HR_POLICY), "--role", "intern"], "no role named"),
+        (["--db", str(HR_DB), "--role", "analyst"], "no policy.toml beside this database"),
+        (["--db", str(HR_DB), "--policy", str(tmp_path / "p.toml"), "--role", "a"], "p.toml"),
+    ]
+    for args, message in cases:
+        code, out = _ask(*args, "How many employees?")
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and out == ""
+        assert err[-1].startswith("gridrail: error: ") and message in err[-1]
+
+
+def test_a_model_that_cannot_load_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = _ask(
+        "--db", str(HR_DB), "--policy", str(HR_POLICY), "--role", "analyst",
+        "--model", "/nonexistent/model.gguf", "q",
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1] == "gridrail: error: no such GGUF file: /nonexistent/model.gguf"
+
+
+# -- the real default model ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm() -> LanguageModel:
+    pytest.importorskip("torch")
+    return load_model()
+
+
+def test_the_main_job_end_to_end(
+    smollm: LanguageModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "run.jsonl"
+    code, out = _ask(
+        "--db", str(HR_DB), "--policy", str(HR_POLICY), "--role", "analyst",
+        "--execute", "--audit", str(log), "How many employees are in each department?",
+    )  # fmt: skip
+    sql = out.splitlines()[0]
+    guide = _guide("analyst", smollm.vocab)
+    assert not [v for v in guide.check(sql) if v.kind == "outside_language"]
+    assert code in (0, 1)  # 1: the answer still breaks a column rule after the repair
+    if code == 0:
+        assert out.rstrip().endswith(("row)", "rows)", "not shown)"))
+    capsys.readouterr()
+    assert main(["audit", "verify", str(log)], io.StringIO()) == 0
+    assert main(["audit", "replay", str(log)], io.StringIO()) == 0
+
+
+def test_transformers_generate_with_the_processor_on_a_batch(smollm: LanguageModel) -> None:
+    import torch
+
+    from gridrail.decode.hf import GridLogitsProcessor
+
+    guides = [_guide("analyst", smollm.vocab), _guide("manager", smollm.vocab)]
+    tokenizer = smollm.tokenizer
+    prompts = [
+        smollm.prompt_ids(question_messages(g.view, "List the names of the employees."))
+        for g in guides
+    ]
+    width = max(map(len, prompts))
+    pad = smollm.vocab.eos_token_id
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    processor = GridLogitsProcessor(guides, max_tokens=40)
+    with torch.inference_mode():
+        out = smollm.model.generate(
+            input_ids=ids,
+            attention_mask=attention,
+            max_new_tokens=40,
+            do_sample=False,
+            logits_processor=[processor],
+            pad_token_id=pad,
+            eos_token_id=pad,
+        )
+    assert tokenizer is not None
+    for guide, result in zip(guides, processor.finish(out), strict=True):
+        assert isinstance(result.audit, AuditLog)
+        verify(result.audit)
+        if result.stop != "truncated":
+            assert guide.oracle.accepts(result.text.encode())
+        else:
+            assert guide.oracle.first_error(result.text.encode()) is None  # a viable prefix

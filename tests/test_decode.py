@@ -1,0 +1,273 @@
+"""Decoding under a guide (paper Proposition 9): the GRID-owned loop (mode 1) and the logits
+processors of host loops (modes 2 and 3), driven by model stand-ins whose logits are seeded
+functions of the prefix — including adversarial ones that favour exactly the forbidden tokens.
+The real model runs in tests/test_ask.py."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import gridrail as gr
+from gridrail.archive import save_guide
+from gridrail.audit import AuditLog, replay, verify
+from gridrail.decode import Generation, Sampler, UnmaskedTokenError, generate
+from gridrail.decode.hf import GridLogitsProcessor
+from gridrail.decode.llama_cpp import GridLlamaLogitsProcessor
+from gridrail.decode.logits import allowed_array
+from gridrail.decode.row import GuardedRow
+from test_walk_arm import _small_vocab
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+PAD = 24  # a model's output layer wider than its vocabulary
+
+
+@cache
+def _guide(role: str) -> gr.Guide:
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        _small_vocab(),
+        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
+        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
+        role=role,
+    )
+
+
+def _reserve(guide: gr.Guide) -> int:
+    return len(guide.matcher().completion())
+
+
+class SeededLogits:
+    """Logits as a seeded function of the prefix, `PAD` wider than the vocabulary; the padding
+    gets the largest values, so a loop that forgot to mask it would pick it. EOS gets a lift so
+    that it wins where it is legal now and then (one token among hundreds otherwise)."""
+
+    def __init__(self, guide: gr.Guide, seed: int):
+        self.width = guide.vocab.size + PAD
+        self.seed = seed
+        self.eos = guide.vocab.eos_token_id
+
+    def __call__(self, generated) -> np.ndarray:
+        digest = hashlib.blake2b(repr((self.seed, list(generated))).encode(), digest_size=8)
+        logits = np.random.default_rng(int.from_bytes(digest.digest(), "little")).normal(
+            size=self.width
+        )
+        logits[-PAD:] = 1e9
+        logits[self.eos] += 2.5
+        return logits
+
+
+class AdversarialLogits(SeededLogits):
+    """Every token the mask forbids at this point gets a larger logit than every allowed one."""
+
+    def __init__(self, guide: gr.Guide, seed: int):
+        super().__init__(guide, seed)
+        self.guide = guide
+
+    def __call__(self, generated) -> np.ndarray:
+        logits = super().__call__(generated)
+        m = self.guide.matcher()
+        assert m.accept_tokens(list(generated))
+        forbidden = ~allowed_array(m.allowed(), self.width)
+        logits[forbidden] = 1e6 + np.abs(logits[forbidden])
+        return logits
+
+
+def _assert_sentence(guide: gr.Guide, result: Generation, budget: int | None) -> None:
+    assert guide.is_eos(result.tokens[-1])
+    assert not any(guide.is_eos(t) for t in result.tokens[:-1])
+    if budget is not None:
+        assert len(result.tokens) <= budget
+    assert guide.oracle.accepts(result.text.encode())
+    assert not [v for v in guide.check(result.text) if v.kind == "outside_language"]
+
+
+@pytest.mark.parametrize("role", ["analyst", "clerk", "admin"])
+@pytest.mark.parametrize("logits", [SeededLogits, AdversarialLogits])
+def test_every_stop_is_a_sentence_within_the_budget(role: str, logits) -> None:
+    guide = _guide(role)
+    reserve = _reserve(guide)
+    for seed in range(12):
+        budget = reserve + seed * 3
+        result = generate(guide, logits(guide, seed), max_tokens=budget)
+        _assert_sentence(guide, result, budget)
+        assert sum(result.kinds.values()) == len(result.tokens)
+        assert (result.stop == "reserve") == ("reserve" in result.kinds)
+
+
+class EndingLogits(SeededLogits):
+    """A model that wants to finish: the next token of the shortest completion gets a lift."""
+
+    def __init__(self, guide: gr.Guide, seed: int):
+        super().__init__(guide, seed)
+        self.guide = guide
+
+    def __call__(self, generated) -> np.ndarray:
+        logits = super().__call__(generated)
+        m = self.guide.matcher()
+        assert m.accept_tokens(list(generated))
+        logits[m.completion()[0]] += 4.0
+        return logits
+
+
+def test_a_model_that_ends_the_statement_stops_on_its_own_eos() -> None:
+    guide = _guide("analyst")
+    for seed in range(6):
+        result = generate(guide, EndingLogits(guide, seed), max_tokens=200)
+        _assert_sentence(guide, result, 200)
+        assert result.stop == "eos" and "reserve" not in result.kinds
+
+
+def test_greedy_and_seeded_sampling_are_reproducible() -> None:
+    guide = _guide("analyst")
+    runs = [
+        generate(guide, SeededLogits(guide, 3), max_tokens=60, sampler=sampler).tokens
+        for sampler in (Sampler(), Sampler(), Sampler(1.0, seed=5), Sampler(1.0, seed=5))
+    ]
+    assert runs[0] == runs[1] and runs[2] == runs[3]
+
+
+def test_greedy_picks_the_best_allowed_token() -> None:
+    guide = _guide("analyst")
+    logits = SeededLogits(guide, 11)
+    log = AuditLog()
+    result = generate(guide, logits, max_tokens=200, audit=log)
+    m = guide.matcher()
+    checked = 0
+    for record, token in zip(log.records, result.tokens, strict=True):
+        if record["kind"] in ("sampled", "eos") and m.num_accepted < len(result.tokens) - 1:
+            values = logits(m.accepted_tokens())[: guide.vocab.size]
+            assert values[token] == values[allowed_array(m.allowed())].max()
+            checked += 1
+        assert m.accept_tokens([token])
+    assert checked > 10
+
+
+def test_torch_logits_give_the_same_output() -> None:
+    guide = _guide("clerk")
+    seeded = SeededLogits(guide, 4)
+    as_numpy = generate(guide, seeded, max_tokens=80)
+    as_torch = generate(
+        guide, lambda ids: torch.tensor(seeded(ids), dtype=torch.float64), max_tokens=80
+    )
+    assert as_numpy.tokens == as_torch.tokens
+
+
+def test_nan_logits_and_a_too_narrow_model_are_errors() -> None:
+    guide = _guide("analyst")
+    with pytest.raises(ValueError, match="NaN"):
+        generate(guide, lambda ids: np.full(guide.vocab.size, np.nan), max_tokens=60)
+    with pytest.raises(ValueError, match="gave 10 logits for a vocabulary"):
+        generate(guide, lambda ids: np.zeros(10), max_tokens=60)
+    with pytest.raises(ValueError, match="temperature"):
+        Sampler(-1.0)
+
+
+def test_the_audit_log_of_the_loop_verifies_and_replays(tmp_path: Path) -> None:
+    guide = _guide("analyst")
+    save_guide(guide, tmp_path)
+    for seed in range(4):
+        log = AuditLog()
+        result = generate(
+            guide, SeededLogits(guide, seed), max_tokens=_reserve(guide) + 6 * seed, audit=log
+        )
+        verify(log)
+        assert replay(log, tmp_path) == len(result.tokens)
+        assert log.seal_record["stop"] == result.stop
+        assert log.seal_record["mode"]["mode"] == "grid-loop"
+        kinds = {}
+        for record in log.records:
+            kinds[record["kind"]] = kinds.get(record["kind"], 0) + 1
+        assert kinds == result.kinds
+
+
+def _host_loop(processor, rows: list[SeededLogits], max_new: int, eos: int) -> torch.Tensor:
+    """What transformers' greedy `generate` does around a logits processor: left-padded prompts,
+    argmax, padding finished rows with EOS, stopping when every row is done or at the budget."""
+    ids = torch.tensor([[7, 8, 9]] * len(rows))
+    done = [False] * len(rows)
+    for _ in range(max_new):
+        prompt = ids.shape[1] - len(range(ids.shape[1] - 3))
+        scores = torch.tensor(
+            np.stack([row(ids[i, prompt:].tolist()) for i, row in enumerate(rows)]),
+            dtype=torch.float32,
+        )
+        chosen = processor(ids, scores).argmax(dim=-1)
+        chosen = torch.where(torch.tensor(done), torch.tensor(eos), chosen)
+        done = [d or int(c) == eos for d, c in zip(done, chosen, strict=True)]
+        ids = torch.cat([ids, chosen[:, None]], dim=1)
+        if all(done):
+            break
+    return ids
+
+
+@pytest.mark.parametrize("budget_slack", [0, 4, 40])
+def test_transformers_processor_rows_follow_their_guides(tmp_path: Path, budget_slack) -> None:
+    guides = [_guide("analyst"), _guide("clerk"), _guide("admin")]
+    for guide in guides:
+        save_guide(guide, tmp_path)
+    budget = max(_reserve(g) for g in guides) + budget_slack
+    processor = GridLogitsProcessor(guides, max_tokens=budget)
+    eos = guides[0].vocab.eos_token_id
+    out = _host_loop(processor, [SeededLogits(g, i) for i, g in enumerate(guides)], budget, eos)
+    results = processor.finish(out)
+    for guide, result in zip(guides, results, strict=True):
+        assert result.stop in ("eos", "reserve", "truncated")
+        if result.stop != "truncated":
+            _assert_sentence(guide, result, budget)
+        verify(result.audit)
+        assert replay(result.audit, tmp_path) == len(result.tokens)
+        assert result.audit.seal_record["mode"]["truncated"] == (result.stop == "truncated")
+
+
+def test_the_budget_trigger_writes_the_shortest_ending() -> None:
+    guide = _guide("analyst")
+    budget = _reserve(guide)  # no slack: the trigger fires at the first token
+    row = GuardedRow(guide, budget, AuditLog())
+    ending = guide.matcher().completion()
+    for position in range(len(ending)):
+        allowed = row.allowed(guide.vocab.size)
+        assert np.flatnonzero(allowed).tolist() == [ending[position]]
+        row.observe(ending[: position + 1])
+    result = row.finish("test")
+    assert result.stop == "reserve" and result.tokens == ending
+    assert [r["kind"] for r in result.audit.records][-1] == "eos"
+    assert {r["kind"] for r in result.audit.records[:-1]} <= {"reserve"}
+
+
+def test_a_token_outside_the_mask_is_refused_loudly() -> None:
+    guide = _guide("analyst")
+    row = GuardedRow(guide)
+    forbidden = int(np.flatnonzero(~row.allowed(guide.vocab.size))[0])
+    with pytest.raises(UnmaskedTokenError, match="outside the mask"):
+        row.observe([forbidden])
+    with pytest.raises(ValueError, match="guides for a batch"):
+        GridLogitsProcessor([guide, guide])(
+            torch.zeros((3, 2), dtype=torch.long), torch.zeros(3, 5)
+        )
+
+
+def test_llama_cpp_processor_gets_the_eos_llama_cpp_does_not_return(tmp_path: Path) -> None:
+    guide = _guide("auditor")
+    save_guide(guide, tmp_path)
+    for seed in range(4):
+        processor = GridLlamaLogitsProcessor(guide)
+        logits, prompt = SeededLogits(guide, seed), [5, 6]
+        sequence, reason = list(prompt), "length"
+        for _ in range(120):  # llama.cpp: sample, stop at EOS without returning it
+            scores = logits(sequence[len(prompt) :]).astype(np.float32)
+            token = int(np.argmax(processor(np.array(sequence), scores)))
+            if guide.is_eos(token):
+                reason = "stop"
+                break
+            sequence.append(token)
+        result = processor.finish(sequence[len(prompt) :], reason)
+        assert result.stop == ("eos" if reason == "stop" else "truncated")
+        if reason == "stop":
+            _assert_sentence(guide, result, None)
+        assert replay(result.audit, tmp_path) == len(result.tokens)
