@@ -552,7 +552,10 @@ def test_cli_usage_errors_and_unreadable_files(
     binary.write_bytes(b"\xff\xfe\x00")
     assert _run("audit", "verify", str(binary))[0] == 2
     assert "not a text file" in capsys.readouterr().err
-    for argv in (["audit"], ["audit", "replay", str(path)], ["audit", "check", str(path)]):
+    # without --archive, replay reads gridrail-archive beside the log (`ask --audit` puts it there)
+    assert _run("audit", "replay", str(path))[0] == 2
+    assert "gridrail-archive" in capsys.readouterr().err
+    for argv in (["audit"], ["audit", "check", str(path)]):
         with pytest.raises(SystemExit) as done:
             main(argv)
         assert done.value.code == 2

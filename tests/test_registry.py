@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import gridrail as gr
+from gridrail.grammar.loader import bundled_grammar_text
 from gridrail.policy.bundle import Policy
 from gridrail.policy.schema import Schema
 from gridrail.registry import DEFAULT_REGISTRY, Registry, shared_role_language, shared_trie
@@ -251,8 +252,9 @@ def test_compiling_the_same_grammar_twice_compiles_it_once() -> None:
     assert second is not first and second.compiled is first.compiled
     assert second.trie is first.trie
     stats = registry.stats()
-    assert second.cache is first.cache
-    assert (stats.builds, stats.hits) == (3, 3)  # the compiled grammar, token trie, mask cache
+    assert second.cache is first.cache and second.family_cache is first.family_cache
+    # the compiled grammar, token trie, mask cache, dialect family fingerprint, family cache
+    assert (stats.builds, stats.hits) == (5, 5)
     assert second.matcher().accept_tokens(list(b"select 1;"))
 
 
@@ -266,7 +268,8 @@ def test_concurrent_compiles_of_a_cold_grammar_build_it_once() -> None:
     assert all(guide.compiled is guides[0].compiled for guide in guides)
     assert all(guide.trie is guides[0].trie for guide in guides)
     stats = registry.stats()
-    assert (stats.builds, stats.waits + stats.hits) == (3, 21)  # grammar, trie, cache: once each
+    # grammar, trie, cache, family fingerprint, family cache: once each
+    assert (stats.builds, stats.waits + stats.hits) == (5, 35)
 
 
 def test_compile_uses_the_default_registry_unless_given_one() -> None:
@@ -290,11 +293,14 @@ def test_a_role_language_and_its_tables_are_built_once_per_fingerprints() -> Non
     second = analyst(Schema.from_tables("sqlite", HR_TABLES))  # another read of the same catalog
     assert second.compiled is first.compiled and second.view is first.view
     stats = registry.stats()
-    assert (stats.builds, stats.hits) == (4, 4)  # the language, its tables, the trie, the cache
+    # the language, its tables, the trie, the cache, the family fingerprint and family cache
+    assert (stats.builds, stats.hits) == (6, 6)
 
     other = {**HR_TABLES, "orders": ["id", "total"]}
-    assert analyst(Schema.from_tables("sqlite", other)).compiled is not first.compiled
-    assert registry.stats().builds == 7  # a new language, tables and cache; the trie is shared
+    guide = analyst(Schema.from_tables("sqlite", other))
+    assert guide.compiled is not first.compiled and guide.cache is not first.cache
+    assert guide.family_cache is first.family_cache  # another schema, the same dialect
+    assert registry.stats().builds == 9  # a new language, tables and cache; the rest is shared
 
 
 def test_a_single_role_policy_shares_one_language_whether_the_role_is_named_or_not() -> None:
@@ -326,3 +332,43 @@ def test_a_namespace_rolls_over_to_a_newer_key() -> None:
     assert registry.rollover("cache of g", "v2")  # superseded: the old artifact goes
     assert registry.get("v1", lambda: "rebuilt") == "rebuilt"
     assert registry.stats().rollovers == 1
+
+
+# -- the cross-family (T2) mask cache ---------------------------------------------------------
+
+
+def test_every_role_and_schema_of_a_dialect_shares_one_family_cache() -> None:
+    registry = Registry()
+    grammar, policy = gr.Grammar.bundled("sqlite"), Policy.from_file(EXAMPLES / "hr_policy.toml")
+    hr, other = Schema.from_tables("sqlite", HR_TABLES), Schema.from_tables("sqlite", {"t": ["a"]})
+    guides = [
+        gr.compile(grammar, _vocab(), registry=registry),
+        gr.compile(grammar, _vocab(), schema=hr, policy=policy, role="analyst", registry=registry),
+        gr.compile(grammar, _vocab(), schema=hr, policy=policy, role="clerk", registry=registry),
+        gr.compile(grammar, _vocab(), schema=other, registry=registry),
+    ]
+    assert len({id(guide.cache) for guide in guides}) == len(guides)  # four scanners
+    assert len({id(guide.family_cache) for guide in guides}) == 1  # one dialect
+    bytes_only = gr.Vocabulary([*(bytes((b,)) for b in range(256)), None], eos_token_ids=256)
+    assert gr.compile(grammar, bytes_only, registry=registry).family_cache is not (
+        guides[0].family_cache
+    )  # trie nodes are per vocabulary
+
+
+def test_only_a_non_lexicon_terminal_edit_rolls_the_family_cache_over() -> None:
+    registry = Registry()
+    text = bundled_grammar_text("sqlite")
+
+    def guide(version: str) -> gr.Guide:
+        return gr.compile(gr.Grammar.from_lark(version, "sqlite.lark"), _vocab(), registry=registry)
+
+    first = guide(text)
+    # a lexicon category's L1 regex (one more function): the T1 namespace rolls over, T2 stays
+    functions = guide(text.replace("|zeroblob)", "|zeroblob|zeta)"))
+    assert functions.cache is not first.cache and functions.family_cache is first.family_cache
+    assert registry.stats().rollovers == 1
+    # NUMBER without hexadecimal literals: a terminal of every role language; both roll over
+    numbers = guide(text.replace("|0[xX][0-9A-Fa-f]+/", "/", 1))
+    assert numbers.family_cache is not first.family_cache
+    assert registry.stats().rollovers == 3
+    assert guide(text).family_cache is not first.family_cache  # the old one was dropped

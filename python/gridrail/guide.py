@@ -26,14 +26,16 @@ from gridrail.grammar.model import Grammar
 from gridrail.mask.bitmask import TokenSet, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
-from gridrail.mask.entry import MaskEntry, make_entry
+from gridrail.mask.entry import MaskEntry, NormalFormEntry, make_entry, make_normal_form_entry
 from gridrail.mask.keys import KeyMaker
+from gridrail.mask.normal_form import NormalForm
 from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.registry import (
     Registry,
     shared_compiled_grammar,
+    shared_family_cache,
     shared_mask_cache,
     shared_role_language,
     shared_trie,
@@ -61,7 +63,8 @@ class Guide:
         dialect: Grammar | None = None,
         lexicons: Sequence[Lexicon] = (),
         trie: TokenTrie | None = None,
-        cache: MaskCache | None = None,
+        cache: MaskCache[MaskEntry] | None = None,
+        family_cache: MaskCache[NormalFormEntry] | None = None,
     ):
         self.compiled = compiled
         self.vocab = vocab
@@ -73,6 +76,9 @@ class Guide:
         self.keys = KeyMaker(self.oracle, *lexicon_signature(compiled, lexicons))
         # T1: walks of this grammar, vocabulary and lexicons (shared when built by `compile`)
         self.cache = cache if cache is not None else MaskCache()
+        # T2: walks of lexicon-inert configurations, shared by the dialect's role languages
+        self.family_cache = family_cache if family_cache is not None else MaskCache()
+        self.normal_form = NormalForm(self.oracle, self.keys.lexicon_terminals)
         if trie is None:
             trie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
         elif trie.fingerprint != vocab.fingerprint:
@@ -113,14 +119,28 @@ class Guide:
         return entry, next_token_mask(self.oracle, self.trie, self.vocab, cfg, walk_below)
 
     def _entry(self, cfg: Configuration, root: int) -> MaskEntry:
-        """The cached walk from `cfg` below trie node `root`, computed and published on a miss."""
+        """The cached walk from `cfg` below trie node `root`: from T1 (this language's walks),
+        else — where the lexicon-visibility guard passes — from T2 (the dialect family's, in
+        canonical numbering), else computed; published to both tiers on a miss. T1 always gets
+        the entry under its raw key, so audit records name the same entry whichever tier
+        answered."""
         key = self.keys.key(cfg, root)
-        entry = self.cache.get(key, self.keys.is_identifier_position(cfg))
-        if entry is None:
-            walk = walk_context_independent(self.oracle, self.trie, cfg, root)
-            tokens = ci_tokens(self.trie, self.vocab.size, walk)
-            entry = self.cache.publish(make_entry(key, walk, tokens))
-        return entry
+        identifier_position = self.keys.is_identifier_position(cfg)
+        entry = self.cache.get(key, identifier_position)
+        if entry is not None:
+            return entry
+        family_key = self.normal_form.key(cfg, root)
+        if family_key is not None:
+            shared = self.family_cache.get(family_key, identifier_position)
+            if shared is not None:
+                walk = self.normal_form.to_local(cfg, shared.walk)
+                return self.cache.publish(make_entry(key, walk, shared.ci_tokens))
+        walk = walk_context_independent(self.oracle, self.trie, cfg, root)
+        tokens = ci_tokens(self.trie, self.vocab.size, walk)
+        if family_key is not None:
+            canonical = self.normal_form.to_canonical(cfg, walk)
+            self.family_cache.publish(make_normal_form_entry(family_key, canonical, tokens))
+        return self.cache.publish(make_entry(key, walk, tokens))
 
     def _walk_below(self, cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
         entry = self._entry(cfg, root)
@@ -173,6 +193,7 @@ def compile(
     The role's language and its compiled grammar come from `registry` (default: the process-wide
     one), built once per fingerprint however many guides and threads ask for them (§6.3)."""
     if schema is None and policy is None and role is None:
+        dialect = grammar.grammar if isinstance(grammar, CompiledGrammar) else grammar
         if not isinstance(grammar, CompiledGrammar):
             grammar = shared_compiled_grammar(grammar, registry)
         return Guide(
@@ -180,6 +201,7 @@ def compile(
             vocab,
             trie=shared_trie(vocab, registry),
             cache=shared_mask_cache(grammar, vocab, "", registry),
+            family_cache=shared_family_cache(dialect, vocab, registry),
         )
     if isinstance(grammar, CompiledGrammar):
         raise TypeError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
@@ -194,6 +216,7 @@ def compile(
         lexicons,
         trie=shared_trie(vocab, registry),
         cache=shared_mask_cache(compiled, vocab, lexicon_fingerprint, registry),
+        family_cache=shared_family_cache(grammar, vocab, registry),
     )
 
 

@@ -12,6 +12,8 @@ transient failure (a catalog that was briefly unreachable) is retried once the T
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -20,10 +22,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar, cast
 
+from gridrail.errors import PolicyError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.mask.cache import MaskCache
+from gridrail.mask.entry import MaskEntry, NormalFormEntry
 from gridrail.policy.bundle import Policy
+from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.language import role_language, select_role
 from gridrail.policy.lexicon import Lexicon
 from gridrail.policy.schema import Schema
@@ -230,7 +235,7 @@ def shared_trie(vocab: Vocabulary, registry: Registry | None = None) -> TokenTri
 
 def shared_mask_cache(
     compiled: CompiledGrammar, vocab: Vocabulary, lexicons: str, registry: Registry | None = None
-) -> MaskCache:
+) -> MaskCache[MaskEntry]:
     """The mask cache of one (scanner, vocabulary, lexicons): every guide and matcher over them
     reads and publishes the same entries, so a warm grammar stays warm across requests, and the
     roles of one dialect share entries (the cross-role tier): a walk reads the scanner and the
@@ -239,6 +244,54 @@ def shared_mask_cache(
     registry = _or_default(registry)
     registry.rollover(("mask-cache", compiled.grammar.name, vocab.fingerprint), key)
     return registry.get(key, MaskCache)
+
+
+def shared_family_cache(
+    dialect: Grammar, vocab: Vocabulary, registry: Registry | None = None
+) -> MaskCache[NormalFormEntry]:
+    """The cross-family (T2) mask cache of every role language of `dialect` (any role, any
+    schema) over `vocab`.
+
+    A T2 key holds everything its walk reads but the token trie (gridrail.mask.normal_form), so
+    the cache must be per vocabulary, and beyond that sharing is sound whatever the grouping:
+    the grouping is chosen for sharing and rollover. The cache is keyed on the dialect's family
+    fingerprint — what every role language of the dialect keeps from it: the terminals no schema
+    lexicon redefines, the ignored set — so that all of them meet in one cache, and so that
+    editing a lexicon category's L1 regex (a function list, say) supersedes the T1 caches but
+    not this one: its keys name the automata they were walked on, so such an edit only changes
+    the keys of the states where that terminal is live, and the other entries stay good.
+    Editing another terminal rolls the dialect's T2 namespace over."""
+    registry = _or_default(registry)
+    family = registry.get(
+        ("dialect-family", dialect.fingerprint, dialect.name), lambda: family_fingerprint(dialect)
+    )
+    key = ("family-mask-cache", family, vocab.fingerprint)
+    registry.rollover(("family-mask-cache", dialect.name, vocab.fingerprint), key)
+    return registry.get(key, MaskCache)
+
+
+def family_fingerprint(dialect: Grammar) -> str:
+    """BLAKE2b-128 (hex) of the lexical definitions shared by every role language of `dialect`:
+    the terminals other than its lexicon categories (index, name, pattern, flags, class), the
+    categories' indices, the ignored set and the declared non-category terminals. A dialect
+    without a construct catalogue has no lexicon categories."""
+    try:
+        categories = {c.terminal for c in ConstructCatalogue.for_grammar(dialect).lexicons}
+    except PolicyError:
+        categories = set()
+    terminals = [
+        [t.index, t.name, t.pattern, t.flags, t.priority, t.is_literal]
+        for t in dialect.terminals
+        if t.name not in categories
+    ]
+    doc = {
+        "terminals": terminals,
+        "categories": sorted(dialect.terminal(name).index for name in categories),
+        "ignored": sorted(dialect.ignored),
+        "declared": sorted(dialect.declared - categories),
+    }
+    text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+    return hashlib.blake2b(b"gridrail-family-v1\0" + text.encode(), digest_size=16).hexdigest()
 
 
 def shared_role_language(

@@ -7,14 +7,22 @@ of some lexeme. The contextual lexer intersects both with the terminals allowed 
 
 Terminals are identified by ``TerminalDef.index`` (bit i of a mask is terminal index i), never by
 position in the sequence given, so a subset of a grammar's terminals keeps its numbering.
+
+A state also has a scanner-independent identity (`ScannerAutomaton.identity`): what the state is,
+whichever scanner it was numbered in. The mask cache's cross-family tier keys on it (see
+`gridrail.mask.normal_form`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import struct
 from array import array
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from gridrail.errors import GrammarError, RegexError
 from gridrail.grammar.dfa import DEAD, ByteDFA, compile_regex, expand_table, minimize_table
@@ -22,6 +30,27 @@ from gridrail.grammar.model import TerminalDef
 
 if TYPE_CHECKING:
     from gridrail.kernels import ScanResult, ScanRunner
+
+IDENTITY_ENCODING = b"gridrail-scanner-state-v1"  # bump when the canonical encoding changes
+
+
+@dataclass(frozen=True, eq=False)
+class StateIdentity:
+    """A scanner state's identity independently of the scanner that numbers it: the
+    sub-automaton reachable from the state, its states numbered breadth-first with successors
+    taken in byte order, each labelled with its accept and live sets (terminal indices, which
+    are frozen at L1 across projections and lexicons).
+
+    Two states with the same `digest` are the roots of isomorphic labelled sub-automata, and
+    canonical number i names the corresponding states of the two (the states reached by the
+    same bytes): from there on, the two scanners answer every question about those bytes — the
+    next state, a death, the accept and live sets — identically.
+    """
+
+    digest: bytes  # BLAKE2b-128 of the canonical encoding
+    states: tuple[int, ...]  # this scanner's state ids in canonical order (states[0]: the root)
+    numbers: Mapping[int, int]  # this scanner's state id -> canonical number
+    terminals: int  # every terminal live or accepted in the sub-automaton (the root's live set)
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +71,8 @@ class ScannerAutomaton:
     live_mask: tuple[int, ...] = field(init=False, repr=False)
     # The fastest available implementation of `run` (the Rust kernel when it is enabled).
     fast_run: ScanRunner = field(init=False, repr=False)
+    # Memo of `identity` (computed on demand: only the states a cache asks about).
+    _identities: dict[int, StateIdentity] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from gridrail.kernels import make_scan_runner
@@ -77,6 +108,48 @@ class ScannerAutomaton:
                 accept_end = consumed + 1
                 accept_state = state
         return state, len(data), accept_end, accept_state
+
+    def identity(self, state: int) -> StateIdentity:
+        """The scanner-independent identity of `state` (see `StateIdentity`), memoized.
+
+        Canonical encoding: the number of states, then per state in canonical order its 256
+        successors as canonical numbers (-1: dead), then per state its accept and live masks.
+        Breadth-first numbering from one root with successors in byte order is a bijection
+        between a deterministic automaton's reachable states and 0..n-1 that depends only on
+        the automaton's shape, so equal encodings mean isomorphic labelled sub-automata."""
+        found = self._identities.get(state)
+        if found is None:  # racing threads compute equal values; either one is kept
+            found = self._identities.setdefault(state, self._canonical_identity(state))
+        return found
+
+    def _canonical_identity(self, root: int) -> StateIdentity:
+        table = np.frombuffer(self.transitions, dtype=f"i{self.transitions.itemsize}")
+        table = table.reshape(self.num_states, 256)
+        order = [root]
+        numbers = {root: 0}
+        for state in order:  # grows while iterating: breadth first
+            row = table[state]
+            targets = row[row >= 0]
+            if not targets.size:
+                continue
+            distinct, first_byte = np.unique(targets, return_index=True)
+            for target in distinct[np.argsort(first_byte)].tolist():  # in byte order
+                if target not in numbers:
+                    numbers[target] = len(order)
+                    order.append(target)
+        # One spare slot at the end stays -1, so that dead transitions (-1) map to -1.
+        renumber = np.full(self.num_states + 1, -1, dtype="<i4")
+        renumber[order] = np.arange(len(order), dtype="<i4")
+        digest = hashlib.blake2b(IDENTITY_ENCODING, digest_size=16)
+        digest.update(struct.pack("<I", len(order)))
+        digest.update(renumber[table[order]].tobytes())
+        terminals = 0
+        for state in order:
+            accept, live = self.accept_mask[state], self.live_mask[state]
+            digest.update(_framed_mask(accept))
+            digest.update(_framed_mask(live))
+            terminals |= accept | live
+        return StateIdentity(digest.digest(), tuple(order), numbers, terminals)
 
 
 def build_scanner(
@@ -157,6 +230,11 @@ def _union_byte_classes(dfas: Sequence[ByteDFA]) -> tuple[list[int], list[int]]:
             representatives.append(byte)
         class_of.append(class_ids[signature])
     return class_of, representatives
+
+
+def _framed_mask(mask: int) -> bytes:
+    data = mask.to_bytes((mask.bit_length() + 7) // 8, "little")
+    return struct.pack("<I", len(data)) + data
 
 
 def _mask(indices: frozenset[int]) -> int:

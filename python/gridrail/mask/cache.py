@@ -1,4 +1,6 @@
-"""The per-grammar (T1) write-back cache of context-independent walk results (paper §4.3).
+"""The write-back cache of context-independent walk results (paper §4.3), for both tiers: the
+per-grammar T1 (`MaskEntry` under T1 keys) and the cross-family T2 (`NormalFormEntry` under
+genN keys) are instances of one bounded LRU map with the same counters.
 
 Only the stack-free part is cached — the CI nodes and the roots of the CD residue; the CD
 verdicts are recomputed against the live stack at every step, so a hit can never carry a
@@ -12,10 +14,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from gridrail.errors import GridrailError
-from gridrail.mask.entry import MaskEntry
-from gridrail.mask.keys import IdentifierCompositionError, IdentifierKey, MaskKey
+from gridrail.mask.entry import MaskEntry, NormalFormEntry
+from gridrail.mask.keys import IdentifierCompositionError, IdentifierKey, MaskKey, NormalFormKey
+
+Entry = TypeVar("Entry", MaskEntry, NormalFormEntry)
 
 
 class CacheKeyConflict(GridrailError):
@@ -31,7 +36,7 @@ class CacheStats:
     bytes: int = 0  # payload bytes of the entries held
 
 
-class MaskCache:
+class MaskCache(Generic[Entry]):
     """Least-recently-used map from mask keys to entries, bounded by entry count and by the
     payload bytes it holds (the newest entry is always kept, however large)."""
 
@@ -41,13 +46,14 @@ class MaskCache:
         self.capacity = capacity
         self.capacity_bytes = capacity_bytes
         self.stats = CacheStats()
-        self._entries: OrderedDict[MaskKey, MaskEntry] = OrderedDict()
+        self._entries: OrderedDict[MaskKey | NormalFormKey, Entry] = OrderedDict()
         self._lock = threading.Lock()  # matchers of many requests share one cache
 
-    def get(self, key: MaskKey, identifier_position: bool) -> MaskEntry | None:
+    def get(self, key: MaskKey | NormalFormKey, identifier_position: bool) -> Entry | None:
         """The cached entry for `key`, or None. `identifier_position` is decided by the caller
         from the configuration, independently of how the key was made: a generic key there is
-        refused (Proposition 6)."""
+        refused (Proposition 6), and so is every genN key (T2 entries are generic by
+        construction)."""
         if identifier_position and not isinstance(key, IdentifierKey):
             raise IdentifierCompositionError(
                 "a generic mask entry was consulted at an identifier position: the mask would "
@@ -62,7 +68,7 @@ class MaskCache:
             self.stats.hits += 1
             return entry
 
-    def publish(self, entry: MaskEntry) -> MaskEntry:
+    def publish(self, entry: Entry) -> Entry:
         """Store `entry` (a no-op if an entry with its id is there) and return the stored one."""
         with self._lock:
             existing = self._entries.get(entry.key)

@@ -3,6 +3,8 @@
 `entry_id = BLAKE2b-128(key ‖ encoding tag ‖ payload)` over a canonical byte encoding, so the
 same walk under the same key has the same id in every process and on every machine: racing
 publishers agree, and an audit record that names an entry can be re-derived bit for bit.
+T1 entries (`MaskEntry`) hold a walk in their scanner's numbering; T2 entries
+(`NormalFormEntry`) hold it in canonical numbering, under a key of their own encoding tag.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import sys
 from array import array
 from dataclasses import dataclass
 
-from gridrail.mask.keys import IdentifierKey, MaskKey
+from gridrail.mask.keys import IdentifierKey, MaskKey, NormalFormKey
+from gridrail.mask.normal_form import CanonicalWalk
 from gridrail.mask.walk import WalkResult
 
 ENCODING = b"gridrail-walk-v1"  # the payload encoding's tag: bump it when the encoding changes
+CANONICAL_ENCODING = b"gridrail-walk-canonical-v1"  # the same payload, canonical state numbers
 
 
 @dataclass(frozen=True)
@@ -28,30 +32,70 @@ class MaskEntry:
     size: int  # bytes held: payload encoding + token ids (what the cache's bound counts)
 
 
+@dataclass(frozen=True)
+class NormalFormEntry:
+    """A T2 entry: shared by every scanner of a dialect family, read through
+    `NormalForm.to_local`."""
+
+    key: NormalFormKey
+    walk: CanonicalWalk
+    entry_id: str
+    ci_tokens: bytes | array
+    size: int
+
+
 def make_entry(key: MaskKey, walk: WalkResult, ci_tokens: bytes | array) -> MaskEntry:
     payload = encode_walk(walk)
+    entry_id = _entry_id(encode_key(key), ENCODING, payload)
+    return MaskEntry(key, walk, entry_id, ci_tokens, _held(payload, ci_tokens))
+
+
+def make_normal_form_entry(
+    key: NormalFormKey, walk: CanonicalWalk, ci_tokens: bytes | array
+) -> NormalFormEntry:
+    payload = encode_walk(walk.walk)
+    entry_id = _entry_id(encode_normal_form_key(key), CANONICAL_ENCODING, payload)
+    return NormalFormEntry(key, walk, entry_id, ci_tokens, _held(payload, ci_tokens))
+
+
+def _entry_id(key: bytes, tag: bytes, payload: bytes) -> str:
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(encode_key(key))
-    digest.update(ENCODING)
+    digest.update(key)
+    digest.update(tag)
     digest.update(payload)
-    held = len(payload) + len(ci_tokens) * (
+    return digest.hexdigest()
+
+
+def _held(payload: bytes, ci_tokens: bytes | array) -> int:
+    return len(payload) + len(ci_tokens) * (
         1 if isinstance(ci_tokens, bytes) else ci_tokens.itemsize
     )
-    return MaskEntry(key, walk, digest.hexdigest(), ci_tokens, held)
 
 
 def encode_key(key: MaskKey) -> bytes:
     kind = b"I" if isinstance(key, IdentifierKey) else b"G"
-    allowed = key.allowed.to_bytes((key.allowed.bit_length() + 7) // 8 or 1, "little")
     parts = [
         kind,
         struct.pack("<i?iI", key.scan_state, key.pending, key.accept_state, key.root),
         _framed(key.tail),
-        _framed(allowed),
+        _framed(_mask_bytes(key.allowed)),
     ]
     if isinstance(key, IdentifierKey):
         parts.append(_framed(key.lexicons.encode()))
     return b"".join(parts)
+
+
+def encode_normal_form_key(key: NormalFormKey) -> bytes:
+    return b"".join(
+        [
+            b"N",
+            _framed(key.state),
+            struct.pack("<?I", key.pending, key.root),
+            _framed(key.accept),
+            _framed(key.tail),
+            _framed(_mask_bytes(key.viable)),
+        ]
+    )
 
 
 def encode_walk(walk: WalkResult) -> bytes:
@@ -69,6 +113,10 @@ def encode_walk(walk: WalkResult) -> bytes:
         )
         parts.append(_framed(before.tail))
     return b"".join(parts)
+
+
+def _mask_bytes(mask: int) -> bytes:
+    return mask.to_bytes((mask.bit_length() + 7) // 8 or 1, "little")
 
 
 def _framed(data: bytes) -> bytes:

@@ -12,6 +12,11 @@ become or already is one — the walk's verdicts depend on the lexicons, so the 
 distinct type that carries the lexicon fingerprint. A generic verdict there would admit
 forbidden names that no later check rejects (they are grammatical as identifiers), so the cache
 refuses, with an exception in every build, to answer an identifier position from a generic key.
+
+Those two are the per-grammar (T1) keys: scanner state ids are only meaningful in one scanner.
+The cross-family (T2) key, `NormalFormKey`, names the same things by scanner-independent
+identities so that every role language of a dialect can share it; it is generic by construction
+(made only where no lexicon can be consulted: `gridrail.mask.normal_form`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,19 @@ class IdentifierKey:
 
 
 MaskKey = GenericKey | IdentifierKey
+
+
+@dataclass(frozen=True, slots=True)
+class NormalFormKey:
+    """The genN key (paper §4.3): a T1 generic key with its scanner states replaced by what the
+    walk reads of them, and the allowed set by the part of V the walk can consult."""
+
+    state: bytes  # identity of the scanner state q: its reachable sub-automaton, labelled
+    pending: bool
+    accept: bytes  # identity of the last-accept state p: its accept set (b"": none)
+    tail: bytes  # bytes after the last accepting position (b"" when there is none)
+    viable: int  # V = A(σ) ∪ ignored, restricted to the terminals of q's sub-automaton and p
+    root: int = 0
 
 
 @dataclass(frozen=True)
