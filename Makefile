@@ -49,6 +49,8 @@ test-python:
 
 # Long soak / differential runs (not part of CI's default run).
 check-long: install
+	@# mode 3's integration test needs llama-cpp-python (built from source, ~6 min on 2 cores)
+	$(PIP) install --quiet 'llama-cpp-python>=0.3'
 	$(PYTHON) -m pytest -q -m long
 
 bench: install

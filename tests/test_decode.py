@@ -266,7 +266,7 @@ def test_llama_cpp_processor_gets_the_eos_llama_cpp_does_not_return(tmp_path: Pa
                 reason = "stop"
                 break
             sequence.append(token)
-        result = processor.finish(sequence[len(prompt) :], reason)
+        result = processor.finish(reason, sequence[len(prompt) :])
         assert result.stop == ("eos" if reason == "stop" else "truncated")
         if reason == "stop":
             _assert_sentence(guide, result, None)

@@ -1,5 +1,6 @@
 """llama-cpp-python integration (mode 3): a logits processor for `Llama.__call__` /
-`create_completion(..., logits_processor=LogitsProcessorList([processor]))`.
+`create_completion(..., logits_processor=LogitsProcessorList([processor]))`, then
+`processor.finish(finish_reason)`.
 
 llama.cpp calls processors with the whole token sequence (prompt included, as a numpy array)
 and the next-token scores (numpy float32, one row); it samples and stops on its own, so the
@@ -34,13 +35,16 @@ class GridLlamaLogitsProcessor:
         allowed = self.row.allowed(scores.shape[-1])
         return np.where(allowed, scores, np.float32(-np.inf)).astype(scores.dtype, copy=False)
 
-    def finish(self, completion_tokens, finish_reason: str) -> Generation:
-        """Feed the finished completion (the generated ids, prompt excluded) and seal the log.
-        llama.cpp leaves the final EOS out of what it returns; `finish_reason` "stop" says it
-        sampled one (pass no stop strings), and that EOS is accepted only if the mask allowed it.
-        """
+    def finish(self, finish_reason: str, completion_tokens=None) -> Generation:
+        """Seal the log after llama.cpp stopped with `finish_reason`. llama.cpp calls the
+        processor before every token it samples, so the processor has seen every generated token
+        except the last one; that one is an EOS when `finish_reason` is "stop" (pass no stop
+        strings) and is accepted only if the mask allowed it. After a "length" stop the last
+        token was never shown to the processor: pass the generated ids (`completion_tokens`,
+        prompt excluded, e.g. from a `Llama.generate` loop) to have it recorded too."""
         row = self.row
-        row.observe([int(t) for t in completion_tokens])
+        if completion_tokens is not None:
+            row.observe([int(t) for t in completion_tokens])
         if finish_reason == "stop" and not row.matcher.is_terminated():
             row.observe([*row.matcher.accepted_tokens(), row.guide.vocab.eos_token_id])
         return row.finish(MODE)
