@@ -202,3 +202,122 @@ def test_empty_mask_raises_instead_of_wedging() -> None:
         vocab = gr.Vocabulary([b"a", b"b", None], eos_token_ids=2)
     with pytest.raises(EmptyMaskError, match="empty mask"):
         gr.compile(grammar, vocab).matcher().allowed()
+
+
+# -- the warm path: memoized CD residues, bounded memos, rule (ii) in one AND -----------------
+
+
+def _viable_by_trial(oracle: gr.Oracle, cfg: gr.Configuration) -> bool:
+    """docs/semantics.md's per-byte check by brute force: (i), or (ii) — some byte that kills
+    the pending lexeme, scanned after emitting it at its last accept, leaves a lexeme that
+    passes (i)."""
+    trans, live, _ = oracle.scanner_tables()
+
+    def rule_i(c: gr.Configuration) -> bool:
+        v = oracle.allowed_mask(c) | oracle.ignored_mask
+        return c.lexeme_length == 0 or bool(live[c.scan_state] & v)
+
+    if rule_i(cfg):
+        return True
+    for byte in range(256):
+        if trans[cfg.scan_state * 256 + byte] >= 0:
+            continue
+        nxt = oracle._scan_byte(cfg, byte)  # emits at the last accept, rescans, scans `byte`
+        if nxt is not None and rule_i(nxt):
+            return True
+    return False
+
+
+def test_rule_ii_by_live_set_union_equals_trial_over_bytes(monkeypatch) -> None:
+    """`Oracle.is_viable` decides rule (ii) with one AND against a per-state-pair union of
+    live sets; every one-byte extension of sampled SQL prefixes agrees with trying each byte.
+    The oracle's memo of lexeme closings is kept tiny here so its start-over path runs too."""
+    monkeypatch.setattr("gridrail.parse.oracle.CLOSINGS_BOUND", 8)
+    oracle = gr.Oracle(_sqlite())
+    prefixes = {b"", b"SELECT", b"SELECT a", b"SELECT 1.5e", b"SELECT 'x", b"SELECT x -"}
+    # keywords whose DFA path runs on into a longer keyword (`LIKE` + blank: rule (ii) saved)
+    prefixes |= {b"SELECT a FROM t WHERE a LIKE", b"SELECT a FROM t WHERE a NOT", b"SELECT a IS"}
+    for sql in _statements()[::15]:
+        data = sql.encode()
+        prefixes.update(data[:k] for k in range(0, len(data), 3))
+    checked = 0
+    for prefix in sorted(prefixes):
+        cfg = oracle.try_feed(oracle.initial, prefix)
+        assert cfg is not None, prefix
+        for byte in range(256):
+            scanned = oracle._scan_byte(cfg, byte)
+            if scanned is None:
+                continue
+            assert oracle.is_viable(scanned) == _viable_by_trial(oracle, scanned), (prefix, byte)
+            checked += 1
+    assert checked > 10_000
+
+
+def test_memoized_cd_residue_equals_live_verdicts() -> None:
+    """A stack met again (an IN list returns to the same interned nodes) takes its CD residue
+    from the guide's memo: bit-identical to the verdicts computed live, also when the memo is
+    small enough to evict all the time."""
+    from tokenizers import Tokenizer
+
+    from gridrail.mask.compute import next_token_mask
+    from gridrail.parse.stack import StackMemo
+
+    path = asset("tokenizers", "gpt2", "tokenizer.json")
+    tokenizer = Tokenizer.from_file(str(path))
+    vocab = gr.Vocabulary.from_file(path)
+    sql = "SELECT a FROM t WHERE id IN (1, 22, 333, 4444) AND b = 'x' OR c < 5;"
+    ids = tokenizer.encode(sql, add_special_tokens=False).ids
+    roomy, tiny = StackMemo(), StackMemo(capacity=3)
+    for memo in (roomy, tiny):
+        guide = gr.compile(_sqlite(), vocab, registry=gr.Registry())
+        guide.oracle.stack_memo = memo
+        for replay in range(2):
+            m = guide.matcher()
+            for token in ids:
+                cfg = m.configuration
+                live = next_token_mask(guide.oracle, guide.trie, vocab, cfg)
+                assert guide.mask(cfg) == live, f"pass {replay}, after {m.num_accepted} tokens"
+                assert m.accept_tokens([token])
+        assert 0 < memo.stats.entries <= memo.capacity
+    assert roomy.stats.hits > len(ids) and not roomy.stats.evictions  # the whole second pass
+    assert tiny.stats.evictions > len(ids)
+
+
+def test_stack_memo_is_bounded_and_least_recently_used() -> None:
+    from gridrail.parse.stack import StackMemo
+
+    oracle = gr.Oracle(_sqlite())
+    nodes = [oracle.try_feed(oracle.initial, s).stack for s in (b"SELECT 1 ", b"SELECT (", b"")]
+    memo = StackMemo(capacity=2, capacity_bytes=100)
+    memo.put(nodes[0], "a", b"x", 10)
+    memo.put(nodes[1], "a", b"y", 10)
+    assert memo.get(nodes[0], "a") == b"x"  # now the most recently used
+    memo.put(nodes[2], "a", b"z", 10)
+    assert memo.get(nodes[1], "a") is None  # the least recently used went
+    assert memo.get(nodes[0], "a") == b"x" and memo.get(nodes[2], "a") == b"z"
+    assert memo.get(nodes[0], "b") is None  # the caller's key is part of the key
+    memo.put(nodes[1], "a", b"big", 95)  # over the byte bound with the others: they go
+    assert memo.stats.entries == 1 and memo.stats.bytes == 95
+    memo.put(nodes[0], "a", b"huge", 101)  # a value over the whole bound is not kept
+    assert memo.get(nodes[0], "a") is None and memo.stats.entries == 1
+    off = StackMemo(capacity=0)
+    off.put(nodes[0], "a", b"x", 1)
+    assert off.get(nodes[0], "a") is None
+
+
+@pytest.mark.parametrize("count", [0, 5, 47, 48, 300, 4000])
+def test_token_set_bulk_adds_and_frozen_copies_agree(count: int) -> None:
+    from array import array
+
+    from gridrail.mask.bitmask import TokenSet
+
+    ids = random.Random(count).sample(range(50_257), count)
+    one_by_one, bulk = TokenSet(50_257), TokenSet(50_257)
+    for token_id in ids:
+        one_by_one.add(token_id)
+    bulk.add_all(array("I", ids))
+    assert bulk == one_by_one and bulk.ids() == sorted(ids)
+    assert bulk.is_empty() == (count == 0)
+    again = TokenSet(50_257)
+    again.update(bulk.frozen())
+    assert again == bulk

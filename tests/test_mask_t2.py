@@ -2,10 +2,13 @@
 (paper §4.3, gridrail/mask/normal_form.py).
 
 Role languages with different lexicons have different scanners, so T1 entries never cross them;
-T2 entries do, wherever no lexicon terminal can be consulted. What is pinned here: a guarded
+T2 entries do, wherever the walk cannot consult a lexicon: the guard is (live[q] ∪ accept[p]) ∩
+LEX = ∅, and A is not part of it (it is part of the key). What is pinned here: a guarded
 configuration has the same key in scanners of different lexicons, a shared entry translates to
-exactly the walk the reader would compute, guard-failing configurations never touch T2, and
-cache-on (T1 + T2) ≡ cache-off bit for bit across roles, across schemas, and across threads
+exactly the walk the reader would compute, guard-failing configurations never touch T2 (and the
+cache refuses a genN key where the walk could consult a lexicon), T2 serves positions where A
+holds a lexicon terminal (inside a number or a string in an expression) with the cache-off mask,
+and cache-on (T1 + T2) ≡ cache-off bit for bit across roles, across schemas, and across threads
 racing through a namespace rollover (OBL-KEY1) — with T2 hits proving that sharing happens.
 
 `python tests/test_mask_t2.py [TOKENIZER FIRST_DB SECOND_DB]` measures, on Spider gold
@@ -36,8 +39,8 @@ from gridrail.grammar.loader import bundled_grammar_text
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import make_entry
-from gridrail.mask.keys import NormalFormKey
-from gridrail.mask.normal_form import CanonicalWalk
+from gridrail.mask.keys import IdentifierCompositionError, NormalFormKey
+from gridrail.mask.normal_form import CanonicalWalk, NormalForm
 from gridrail.mask.walk import ci_tokens, walk_context_independent
 from test_lexicon import HR_TABLES, _policy, _sqlite, _vocab
 from test_mask_cache import WORDS
@@ -69,9 +72,11 @@ def _role_guide(role: str, registry: gr.Registry, grammar: gr.Grammar | None = N
 
 
 def _guard_passes(guide: gr.Guide, cfg: gr.Configuration) -> bool:
-    """The lexicon-visibility guard, written out from the scanner tables."""
+    """The lexicon-visibility guard, written out from the scanner tables: no lexicon terminal
+    live in the pending lexeme's state (at a boundary: the start state) nor accepted at its
+    last accept. A(σ) is not asked."""
     _, live, accept = guide.oracle.scanner_tables()
-    involved = live[cfg.scan_state] | guide.oracle.allowed_mask(cfg)
+    involved = live[cfg.scan_state]
     if cfg.accept_state >= 0:
         involved |= accept[cfg.accept_state]
     return not involved & guide.keys.lexicon_terminals
@@ -115,9 +120,9 @@ def _spying(cache: MaskCache, who: Callable[[], str] = lambda: "") -> Iterator[_
     spy = _T2Spy()
     real_get, real_publish = cache.get, cache.publish
 
-    def get(key, identifier_position):
+    def get(key, *flags):
         spy.asked.append(key)
-        entry = real_get(key, identifier_position)
+        entry = real_get(key, *flags)
         if entry is not None:
             spy.answered.append((key, who()))
         return entry
@@ -168,15 +173,18 @@ def test_a_guarded_configuration_has_one_key_in_scanners_of_different_lexicons()
 def test_the_guard_fails_where_a_lexicon_can_be_consulted() -> None:
     registry = gr.Registry()
     analyst, clerk = _role_guide("analyst", registry), _role_guide("clerk", registry)
+    with_x = _schema_guide({"t": ["x", "y"]}, registry)
     for guide, text in [
-        (analyst, b"select "),  # a fresh lexeme: every terminal is live, the lexicon ones too
+        (analyst, b""),  # a fresh lexeme: every terminal is live, the lexicon ones too
         (analyst, b"select * from emplo"),  # inside a table name
         (clerk, b"select * from ord"),
-        (analyst, b"select 12"),  # a number, but a column could stand there (A has one)
         (analyst, b"select 1 cou"),  # an alias, or `count(`: a function of the analyst's list
+        # a blob now, but its last accept is the column `x`: the winner if the blob dies
+        (with_x, b"select 1 where x'"),
     ]:
         cfg = guide.oracle.feed(guide.oracle.initial, text)
         assert not _guard_passes(guide, cfg) and guide.normal_form.key(cfg) is None, text
+        assert guide.keys.lexicon_visible(cfg), text
     # the clerk has no function list: FUNCTION_NAME keeps its L1 regex, no lexicon there
     cou = clerk.oracle.feed(clerk.oracle.initial, b"select 1 cou")
     assert "FUNCTION_NAME" in clerk.compiled.names_of(
@@ -185,9 +193,93 @@ def test_the_guard_fails_where_a_lexicon_can_be_consulted() -> None:
     assert clerk.normal_form.key(cou) is not None
 
 
+# Identifier positions in T1's terms (A holds a column) whose pending lexeme no lexicon can be:
+# the walk stays inside a whitespace run, a number, a string or a blob, and every byte that
+# would end it (where a column could come next) starts a CD class.
+A_MEETS_LEXICON = [
+    b"select ",
+    b"select 12",
+    b"select 1 where 12",
+    b"select 1 where 2 = 1.5e",
+    b"select 1 where 'ab",
+    b"select 1 where x'0",
+]
+
+
+def test_the_guard_does_not_ask_a() -> None:
+    """A is part of the key, not of the guard: where only A meets the lexicon terminals, the
+    configuration has a genN key, one key in scanners of different lexicons."""
+    hr, school = _hr_and_school()
+    for text in A_MEETS_LEXICON:
+        a, b = (g.oracle.feed(g.oracle.initial, text) for g in (hr, school))
+        for guide, cfg in ((hr, a), (school, b)):
+            assert cfg.lexeme_length > 0, text
+            lexicons = guide.keys.lexicon_terminals
+            assert guide.oracle.allowed_mask(cfg) & lexicons, text
+            assert guide.keys.is_identifier_position(cfg), text
+            assert not guide.keys.lexicon_visible(cfg) and _guard_passes(guide, cfg), text
+        key = hr.normal_form.key(a)
+        assert key is not None and key == school.normal_form.key(b), text
+
+
+def test_t2_serves_positions_where_a_meets_the_lexicons_with_the_cache_off_mask() -> None:
+    """Inside a number, a string, a blob or a whitespace run where a column could stand, a
+    second schema's step walk comes from the first schema's T2 entry, and its mask — CD
+    residue included, stepped on its own lexicons — is the cache-off mask."""
+    registry = gr.Registry()
+    hr, school = _schema_guide(HR_TABLES, registry), _schema_guide(SCHOOL_TABLES, registry)
+    for text in A_MEETS_LEXICON:
+        a, b = (g.oracle.feed(g.oracle.initial, text) for g in (hr, school))
+        assert hr.mask(a) == next_token_mask(hr.oracle, hr.trie, hr.vocab, a), text
+        with _spying(school.family_cache) as spy:
+            served = school.mask(b)
+        key = school.normal_form.key(b)
+        assert key in spy.asked and key in {k for k, _ in spy.answered}, text  # a T2 hit
+        assert key not in spy.publishers, text  # not walked here
+        assert served == next_token_mask(school.oracle, school.trie, school.vocab, b), text
+        # T1 now holds the reader's own walk under its identifier key
+        own = walk_context_independent(school.oracle, school.trie, b)
+        entry = school.cache.get(school.keys.key(b), True)
+        assert entry is not None and list(entry.walk.ci_nodes) == list(own.ci_nodes), text
+        assert entry.walk.cd_classes == own.cd_classes, text
+
+
+def test_the_cache_refuses_a_genn_key_where_the_walk_can_consult_a_lexicon(monkeypatch) -> None:
+    """Inject the condition: genN keys made whatever the guard says. The cache refuses them
+    where the walk could consult a lexicon — by an exception, not an assert — and must be told
+    whether it could; where only A meets the lexicon terminals it answers them."""
+    guide = _role_guide("analyst", gr.Registry())
+    emplo = guide.oracle.feed(guide.oracle.initial, b"select * from emplo")
+    guide.mask(emplo)  # fine with the real guard: T1 and the walk, no T2
+    real = NormalForm.key
+
+    def unguarded(self: NormalForm, cfg: gr.Configuration, root: int = 0):
+        lexicons, self.lexicon_terminals = self.lexicon_terminals, 0
+        try:
+            return real(self, cfg, root)
+        finally:
+            self.lexicon_terminals = lexicons
+
+    monkeypatch.setattr(NormalForm, "key", unguarded)
+    for cfg in (guide.oracle.initial, emplo):
+        guide.cache = MaskCache()  # a T1 miss, so that T2 is asked
+        with pytest.raises(IdentifierCompositionError, match="Proposition 6"):
+            guide.mask(cfg)
+    monkeypatch.undo()
+    number = guide.oracle.feed(guide.oracle.initial, b"select 1 where 12")
+    key = guide.normal_form.key(number)
+    assert key is not None and guide.keys.is_identifier_position(number)
+    with pytest.raises(TypeError):
+        guide.family_cache.get(key, True)
+    with pytest.raises(IdentifierCompositionError):
+        guide.family_cache.get(key, False, True)
+    guide.family_cache.get(key, True, False)
+
+
 def test_guard_failing_configurations_never_touch_t2() -> None:
     """Every genN key the family cache sees was made for a configuration that passes the
-    guard; every configuration that fails it gets no key at all."""
+    guard; every configuration that fails it gets no key at all. Configurations where only A
+    meets the lexicon terminals pass it, and are served from T2."""
     guide = _role_guide("analyst", gr.Registry())
     made: dict[NormalFormKey, bool] = {}
     failing = 0
@@ -199,8 +291,8 @@ def test_guard_failing_configurations_never_touch_t2() -> None:
         assert (found is not None) == _guard_passes(guide, cfg)
         if found is None:
             failing += 1
-        else:
-            made[found] = True
+        else:  # whether it is an identifier position in T1's terms (A meets the lexicons)
+            made[found] = made.get(found, False) or guide.keys.is_identifier_position(cfg)
         return found
 
     guide.normal_form.key = key  # type: ignore[method-assign]
@@ -209,6 +301,9 @@ def test_guard_failing_configurations_never_touch_t2() -> None:
         steps = sum(_replay(guide, tokens) for tokens in replays)
     assert steps > 100 and failing > 0 and made
     assert set(spy.asked) <= set(made) and set(spy.publishers) <= set(made)
+    # the replays reach guarded configurations where A meets the lexicons, and T2 answers some
+    assert any(identifier for identifier in made.values())
+    assert any(made[key] for key, _ in spy.answered)
 
 
 @cache
@@ -225,7 +320,9 @@ FRAGMENTS = [
 
 
 @given(
-    st.sampled_from([b"", b"select ", b"select 1 ", b"select 1 where 2 "]),
+    st.sampled_from(
+        [b"", b"select ", b"select 1 ", b"select 1 where ", b"select 1 where 2 ", b"select 1 - "]
+    ),
     st.lists(st.sampled_from(FRAGMENTS), max_size=8),
 )
 def test_a_shared_entry_is_the_readers_own_walk(prefix: bytes, fragments: list[str]) -> None:
@@ -440,7 +537,11 @@ def _concurrent_replays_across_a_rollover(per_role: int, threads: int) -> None:
         else:
             guide = old_guides[role]
         replaying.guide = f"{version}/{role}"
-        steps = _replay(guide, tokens)
+        try:
+            steps = _replay(guide, tokens)
+        except BaseException:
+            halfway.set()  # a failure must not leave the new version's threads waiting forever
+            raise
         with lock:
             done[version] += steps
             if done["old"] >= halfway_steps:
@@ -481,8 +582,8 @@ def t2_share(guide: gr.Guide, statements: Sequence[str]) -> Counter[tuple[str, s
     real_t1, real_t2 = guide.cache.get, guide.family_cache.get
 
     def tier(name: str, real):
-        def get(key, identifier_position):
-            entry = real(key, identifier_position)
+        def get(key, *flags):
+            entry = real(key, *flags)
             where = "step" if key.root == 0 else "inner"
             if name == "T2":
                 counts["guarded", where] += 1

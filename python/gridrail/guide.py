@@ -116,7 +116,18 @@ class Guide:
                 return entry.walk, entry.ci_tokens
             return self._walk_below(after, root)
 
-        return entry, next_token_mask(self.oracle, self.trie, self.vocab, cfg, walk_below)
+        # The entry's id names its walk (content-addressed), so it keys the memo of the CD
+        # residue's verdicts on this stack.
+        mask = next_token_mask(
+            self.oracle,
+            self.trie,
+            self.vocab,
+            cfg,
+            walk_below,
+            residues=self.oracle.stack_memo,
+            walk_id=entry.entry_id,
+        )
+        return entry, mask
 
     def _entry(self, cfg: Configuration, root: int) -> MaskEntry:
         """The cached walk from `cfg` below trie node `root`: from T1 (this language's walks),
@@ -131,7 +142,8 @@ class Guide:
             return entry
         family_key = self.normal_form.key(cfg, root)
         if family_key is not None:
-            shared = self.family_cache.get(family_key, identifier_position)
+            visible = self.keys.lexicon_visible(cfg)  # the cache refuses T2 where it holds
+            shared = self.family_cache.get(family_key, identifier_position, visible)
             if shared is not None:
                 walk = self.normal_form.to_local(cfg, shared.walk)
                 return self.cache.publish(make_entry(key, walk, shared.ci_tokens))

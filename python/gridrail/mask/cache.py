@@ -49,12 +49,37 @@ class MaskCache(Generic[Entry]):
         self._entries: OrderedDict[MaskKey | NormalFormKey, Entry] = OrderedDict()
         self._lock = threading.Lock()  # matchers of many requests share one cache
 
-    def get(self, key: MaskKey | NormalFormKey, identifier_position: bool) -> Entry | None:
-        """The cached entry for `key`, or None. `identifier_position` is decided by the caller
-        from the configuration, independently of how the key was made: a generic key there is
-        refused (Proposition 6), and so is every genN key (T2 entries are generic by
-        construction)."""
-        if identifier_position and not isinstance(key, IdentifierKey):
+    def get(
+        self,
+        key: MaskKey | NormalFormKey,
+        identifier_position: bool,
+        lexicon_visible: bool | None = None,
+    ) -> Entry | None:
+        """The cached entry for `key`, or None. The flags are decided by the caller from the
+        configuration, independently of how the key was made, and each tier is held to its own:
+
+        - a T1 key is refused where `identifier_position` holds (`KeyMaker.
+          is_identifier_position`: A ∪ live ∪ accept meets the lexicon terminals) unless it is
+          an `IdentifierKey` (Proposition 6);
+        - a genN (T2) key needs `lexicon_visible` (`KeyMaker.lexicon_visible`: live[q] ∪
+          accept[p] meets them) and is refused where it holds: that is where the walk itself
+          could consult a lexicon. `identifier_position` is not held against it: where only A
+          meets the lexicon terminals (a number where a column could also stand), the walk
+          stays inside a pending lexeme no lexicon can be, every byte ending it starts a CD
+          class, and those verdicts come from the live stack with the reader's own scanner
+          and keys (gridrail.mask.normal_form) — no generic verdict about an identifier is
+          served from T2.
+
+        Both refusals are exceptions in every build, never asserts."""
+        if isinstance(key, NormalFormKey):
+            if lexicon_visible is None:
+                raise TypeError("a genN key needs lexicon_visible, decided by the caller")
+            if lexicon_visible:
+                raise IdentifierCompositionError(
+                    "a cross-family (genN) mask entry was consulted where the walk can consult a "
+                    "lexicon: the mask would not come from the schema lexicons (Proposition 6)"
+                )
+        elif identifier_position and not isinstance(key, IdentifierKey):
             raise IdentifierCompositionError(
                 "a generic mask entry was consulted at an identifier position: the mask would "
                 "not come from the schema lexicons (Proposition 6)"

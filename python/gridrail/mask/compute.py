@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Hashable
 
 from gridrail.mask.bitmask import TokenSet
 from gridrail.mask.walk import (
@@ -13,6 +14,7 @@ from gridrail.mask.walk import (
     walk_context_independent,
 )
 from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.parse.stack import StackMemo
 from gridrail.vocab.trie import TokenTrie
 from gridrail.vocab.vocabulary import Vocabulary
 
@@ -28,10 +30,19 @@ def next_token_mask(
     vocab: Vocabulary,
     cfg: Configuration,
     walk_below: WalkBelow | None = None,
+    residues: StackMemo | None = None,
+    walk_id: Hashable = None,
 ) -> TokenSet:
     """The mask at `cfg`. `walk_below(configuration, node)` answers the context-independent
     walks — the whole vocabulary's (node 0) and those inside the CD residue — when the caller
-    has them cached; else they are computed here."""
+    has them cached; else they are computed here.
+
+    With `residues` and `walk_id` (a name that determines the walk from `cfg` below node 0 over
+    `trie`, such as its cache entry's content-addressed id), the tokens the CD residue admits
+    are memoized per (stack node, walk_id): they are a function of exactly those two — every CD
+    class is stepped from its own recorded scan part on cfg's stack, and each walk below it is
+    a function of its own key — so a stack met again (stack nodes are interned) costs one
+    lookup, never a different verdict. The memo must serve one trie and vocabulary."""
     if walk_below is None:
 
         def walk_below(after: Configuration, node: int) -> tuple[WalkResult, bytes | array]:
@@ -41,13 +52,35 @@ def next_token_mask(
     allowed = TokenSet(vocab.size)
     walk, tokens = walk_below(cfg, 0)
     allowed.update(tokens)
-    for cd in walk.cd_classes:
-        evaluate_cd_class(oracle, cfg, cd, trie, walk_below, allowed)
+    if residues is None or walk_id is None:
+        residue = _cd_residue(oracle, trie, vocab, cfg, walk, walk_below)
+    else:
+        residue = residues.get(cfg.stack, walk_id)
+        if residue is None:
+            residue = _cd_residue(oracle, trie, vocab, cfg, walk, walk_below)
+            size = len(residue) * (1 if isinstance(residue, bytes) else residue.itemsize)
+            residues.put(cfg.stack, walk_id, residue, size)
+    allowed.update(residue)
     if oracle.eos_ok(cfg):
         allowed.add_all(vocab.eos_token_ids)
-    if not any(allowed.bits):
+    if allowed.is_empty():
         raise EmptyMaskError(
             f"empty mask at a viable configuration (stack depth {cfg.stack.depth}, "
             f"pending lexeme of {cfg.lexeme_length} bytes)"
         )
     return allowed
+
+
+def _cd_residue(
+    oracle: Oracle,
+    trie: TokenTrie,
+    vocab: Vocabulary,
+    cfg: Configuration,
+    walk: WalkResult,
+    walk_below: WalkBelow,
+) -> bytes | array:
+    """The tokens of `walk`'s CD classes that cfg's live stack admits."""
+    live = TokenSet(vocab.size)
+    for cd in walk.cd_classes:
+        evaluate_cd_class(oracle, cfg, cd, trie, walk_below, live)
+    return live.frozen()

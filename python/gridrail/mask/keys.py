@@ -15,8 +15,16 @@ refuses, with an exception in every build, to answer an identifier position from
 
 Those two are the per-grammar (T1) keys: scanner state ids are only meaningful in one scanner.
 The cross-family (T2) key, `NormalFormKey`, names the same things by scanner-independent
-identities so that every role language of a dialect can share it; it is generic by construction
-(made only where no lexicon can be consulted: `gridrail.mask.normal_form`).
+identities so that every role language of a dialect can share it; it is generic by construction,
+made only where the walk itself cannot consult a lexicon (`KeyMaker.lexicon_visible` is false:
+no lexicon terminal live in the pending lexeme's state nor accepted at its last accept; see
+`gridrail.mask.normal_form`). That is a weaker condition than "not an identifier position": A may
+hold a lexicon terminal — inside a number or a string literal where a column could also stand,
+say. T2 serves such positions soundly because the walk never crosses a lexeme boundary: every
+byte that would end the pending lexeme starts a CD class, whose verdicts come from the live stack
+with the reader's own scanner and whose inner walks come from the reader's own keys (identifier
+keys where those positions are identifier positions). So the composition rule for T2 keys is the
+guard, and the cache refuses a genN key where the walk could consult a lexicon.
 """
 
 from __future__ import annotations
@@ -88,6 +96,22 @@ class KeyMaker:
         if cfg.accept_state >= 0:
             involved |= accept[cfg.accept_state]
         return bool(involved & self.lexicon_terminals)
+
+    def lexicon_visible(self, cfg: Configuration) -> bool:
+        """Whether the walk from `cfg` could consult a lexicon: a lexicon terminal is live in
+        the pending lexeme's scanner state (at a lexeme boundary that is the start state, where
+        every terminal of the scanner is live) or accepted at its last accepting state. The
+        walk reads terminals only there — live sets shrink along transitions, and the walk
+        never crosses a lexeme boundary (gridrail.mask.normal_form) — so where this is false
+        it reads no lexicon, whatever A holds. Where it is true a genN (T2) key must not be
+        consulted; unlike `is_identifier_position`, it ignores A."""
+        if not self.lexicon_terminals:
+            return False
+        _, live, accept = self.oracle.scanner_tables()
+        seen = live[cfg.scan_state]
+        if cfg.accept_state >= 0:
+            seen |= accept[cfg.accept_state]
+        return bool(seen & self.lexicon_terminals)
 
     def key(self, cfg: Configuration, root: int = 0) -> MaskKey:
         """The key of the walk from `cfg` over the trie below `root`."""

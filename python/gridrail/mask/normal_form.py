@@ -37,7 +37,8 @@ guard below, nor on how caches are shared beyond one vocabulary (registry.shared
 only on the key holding everything the walk reads.
 
 **The lexicon-visibility guard** decides where T2 is used at all:
-(live[q] ∪ accept[p] ∪ A) ∩ LEX = ∅, LEX being the guide's lexicon terminals.
+(live[q] ∪ accept[p]) ∩ LEX = ∅, LEX being the guide's lexicon terminals (the paper's guard;
+`KeyMaker.lexicon_visible` is its negation). A is not part of it — A is part of the key, on T.
   - It makes keys coincide across lexicons. The non-lexicon terminals are the same in every role
     language of a dialect (projections drop productions; lexicons replace only the category
     terminals' regexes; terminal numbering is frozen at L1). A union-scanner state is the set of
@@ -46,15 +47,33 @@ only on the key holding everything the walk reads.
     the sub-automata reachable from q accept the same labelled language; each is minimal (the
     reachable part of a minimal automaton is), minimal automata of one language are
     isomorphic, and so they have one canonical encoding. p's accept set and V ∩ T avoid lexicon
-    terminals too: no field of the key sees a lexicon.
-  - It keeps T2 away from identifier positions (Proposition 6): it implies that
-    `KeyMaker.is_identifier_position` is false, and the cache refuses a `NormalFormKey` at an
-    identifier position in any case. (That is the A part's role: V enters the key only on T,
-    so equal keys would mean equal walks without it.)
-  - At a fresh lexeme every terminal is live, the lexicon ones included, so the guard fails
-    there: inside a lexeme, a lexicon decides which names can still be this terminal, and so
-    where maximal munch ends — only states where no lexicon terminal is live are
-    lexicon-inert.
+    terminals too (T ∩ LEX = ∅ is exactly the guard): no field of the key sees a lexicon, and
+    neither does the walk — whatever A holds, its lexicon terminals lie outside T, and (R1)–(R4)
+    read V on T only.
+  - It is the composition rule (Proposition 6) for T2. A T2 entry may be served where A meets
+    LEX — an identifier position in T1's terms (`KeyMaker.is_identifier_position`), e.g. inside
+    a number or a string literal in an expression, where a column could also have stood. That
+    is sound because the walk never crosses a lexeme boundary: it steps only while the next
+    state is live in V, and every byte after which the pending lexeme would end (an emission,
+    then a fresh lexeme that a lexicon may decide) starts a CD class. CD verdicts are never
+    cached: the reader steps the class's first byte on the live stack with its own oracle and
+    scanner (the class's states translated to its own numbering), and takes the walk below it
+    from its own `_entry`, under its own keys — an `IdentifierKey` in T1 where that is an
+    identifier position, never T2 where the guard fails. So every verdict a lexicon decides
+    comes from the reader's lexicons. The cache holds T2 keys to exactly this: it refuses a
+    genN key where `KeyMaker.lexicon_visible` holds (`MaskCache.get`), in every build.
+  - At a fresh lexeme (pending = false) q is the start state, whose live set holds every
+    terminal of the scanner, the lexicon ones included, so the guard fails there: a fresh
+    lexeme's walk would step through the lexicon terminals' automata — inside a lexeme, a
+    lexicon decides which names can still be this terminal, and so where maximal munch ends.
+    Only states where no lexicon terminal is live are lexicon-inert. (The oracle scans the
+    byte that ends a lexeme as the next one's first, so a decoder meets pending = false only
+    at the initial configuration; a scanner where no lexicon terminal is live at the start —
+    every lexicon empty — has no lexicon automaton to consult anywhere.)
+  - An accept state y reached *during* the walk is reachable from q, so accept[y] ⊆ live[y] ⊆
+    live[q] (an accepted lexeme is a prefix of itself; live sets shrink): the guard on q covers
+    every winner the walk computes except the one at p, which is why accept[p] is in it
+    (accept[p] need not lie in live[q]: p's terminals may have died since).
 A configuration failing the guard uses the T1 (raw) key only.
 
 **Canonical CD classes.** An entry shared across scanners stores x as its canonical number, and y
@@ -115,9 +134,9 @@ class NormalForm:
         _, live, accept = self.oracle.scanner_tables()
         q, p = cfg.scan_state, cfg.accept_state
         accepted = accept[p] if p >= 0 else 0
+        if (live[q] | accepted) & self.lexicon_terminals:
+            return None  # the walk could consult a lexicon (A is not asked: see the docstring)
         allowed = self.oracle.allowed_mask(cfg)
-        if (live[q] | accepted | allowed) & self.lexicon_terminals:
-            return None
         consulted = self._scanner.identity(q).terminals | accepted
         return NormalFormKey(
             self._state_id(q),

@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from gridrail.errors import ParseError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.lr import LRMachine
-from gridrail.parse.stack import StackNode, root
+from gridrail.parse.stack import StackMemo, StackNode, root
+
+# Entries `Oracle._close_at_last_accept` keeps before starting over (each holds one stack node
+# and one small configuration; thousands are met per mask, a few hundred distinct).
+CLOSINGS_BOUND = 1 << 16
+_NOT_YET = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +51,14 @@ class Oracle:
         self._start_scan = scanner.start
         self._ignored = self.ignored_mask = compiled.ignored_mask
         self._winner_memo: dict[tuple[int, int], int] = {}
-        self._kill_memo: dict[int, tuple[int, ...]] = {}
+        self._num_scan_states = scanner.num_states
+        self._after_kill_memo: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self._closings: dict[tuple[StackNode, int, bytes], Configuration | None] = {}
         self.initial = Configuration(root(compiled.tables.start_state), scanner.start, 0, -1, b"")
+        # Facts about this oracle's stacks that also depend on something the caller names (the
+        # guide keeps the CD residue of each mask there, keyed by its cache entry), in bounded
+        # memory; facts of the stack alone (A(σ), EOS) live in StackNode's slots.
+        self.stack_memo = StackMemo()
 
     # -- what may come next
     def allowed_mask(self, cfg: Configuration) -> int:
@@ -152,7 +163,15 @@ class Oracle:
         after_tail = self._close_at_last_accept(cfg)
         if after_tail is None:
             return False
-        for byte in self._killing_bytes(cfg.scan_state):
+        # A killing byte the rescanned state takes leaves a lexeme that passes (i) iff its live
+        # set meets V: all of them at once are one AND with their union. Only bytes that kill
+        # the rescanned lexeme too need the stack again (a second emission).
+        reach, dying = self._after_kill(cfg.scan_state, after_tail.scan_state)
+        if reach & (self.lr.allowed_mask(after_tail.stack) | self._ignored):
+            return True
+        if after_tail.accept_state < 0:  # such a byte rejects: nothing to emit
+            return False
+        for byte in dying:
             nxt = self._scan_byte(after_tail, byte)
             if nxt is not None and self._passes_rule_i(nxt):
                 return True
@@ -204,13 +223,26 @@ class Oracle:
             self._winner_memo[key] = winner
         return winner
 
-    def _killing_bytes(self, state: int) -> tuple[int, ...]:
-        kill = self._kill_memo.get(state)
-        if kill is None:
-            row = state * 256
-            kill = tuple(b for b in range(256) if self._trans[row + b] < 0)
-            self._kill_memo[state] = kill
-        return kill
+    def _after_kill(self, killed: int, rescanned: int) -> tuple[int, tuple[int, ...]]:
+        """Over the bytes that kill scanner state `killed`, scanned from state `rescanned`: the
+        union of the live sets of the states they reach, and the bytes that kill `rescanned`
+        too. A function of the two states (so memoized: at most one entry per state pair)."""
+        key = killed * self._num_scan_states + rescanned
+        found = self._after_kill_memo.get(key)
+        if found is None:
+            trans, live = self._trans, self._live
+            killed_row, rescanned_row = killed * 256, rescanned * 256
+            reach, dying = 0, []
+            for byte in range(256):
+                if trans[killed_row + byte] >= 0:
+                    continue
+                q = trans[rescanned_row + byte]
+                if q >= 0:
+                    reach |= live[q]
+                else:
+                    dying.append(byte)
+            found = self._after_kill_memo[key] = (reach, tuple(dying))
+        return found
 
     def _expected(self, cfg: Configuration) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.pending_terminals(cfg) + self.allowed_terminals(cfg)))
@@ -229,9 +261,20 @@ class Oracle:
 
     def _close_at_last_accept(self, cfg: Configuration) -> Configuration | None:
         """Emit the pending lexeme at its last accepting position and rescan the bytes after it
-        (what a lexeme-ending byte does before being scanned itself)."""
-        stack = self._emit(cfg.stack, cfg.accept_state)
-        return None if stack is None else self._rescan(stack, cfg.tail)
+        (what a lexeme-ending byte does before being scanned itself).
+
+        A function of (stack, last accept, tail), memoized: every byte that ends the same
+        lexeme on the same stack closes it the same way, and a mask steps hundreds of them.
+        The memo is emptied when it reaches its bound, so it never grows with the output."""
+        key = (cfg.stack, cfg.accept_state, cfg.tail)
+        closed = self._closings.get(key, _NOT_YET)
+        if closed is _NOT_YET:
+            stack = self._emit(cfg.stack, cfg.accept_state)
+            closed = None if stack is None else self._rescan(stack, cfg.tail)
+            if len(self._closings) >= CLOSINGS_BOUND:
+                self._closings.clear()
+            self._closings[key] = closed
+        return closed  # type: ignore[return-value]
 
     def eos_ok(self, cfg: Configuration) -> bool:
         """May the output stop here: does the pending lexeme finalize and $END reach ACCEPT?"""
