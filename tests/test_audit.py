@@ -173,6 +173,21 @@ def test_missing_and_altered_artifacts_are_named(tmp_path: Path) -> None:
         load_guide(tmp_path / "absent", artifacts)
 
 
+def test_a_grammar_archived_under_other_regex_semantics_is_refused(tmp_path: Path) -> None:
+    """The canonical form names the regex semantics (ASCII since the `ſelect` fix): the same
+    pattern text under Unicode case folding was another language, so an archive from before
+    must not replay as if it were this one."""
+    guide = _plain_guide()
+    artifacts = save_guide(guide, tmp_path)
+    path = artifact_path(tmp_path, "grammar", artifacts["grammar"])
+    doc = json.loads(path.read_text())
+    assert doc["regex_semantics"] == "python-re-ascii-v1"
+    del doc["regex_semantics"]
+    path.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True))
+    with pytest.raises(AlteredArtifactError, match="regex semantics"):
+        load_guide(tmp_path, artifacts)
+
+
 def _alter(name: str, text: str) -> str:
     """A one-field edit of an archived artifact that changes what it defines."""
     doc = json.loads(text)
@@ -207,7 +222,10 @@ def _replay_all(name: str, count: int, seed: int, archive: Path, tmp_path: Path)
 
 def test_audited_generations_replay_bit_identically(archive: Path, tmp_path: Path) -> None:
     kinds = _replay_all("plain", GENERATIONS, 1, archive, tmp_path)
-    assert set(kinds) == {"sampled", "forced", "reserve", "eos", "rollback"}, kinds
+    # With the small vocabulary the plain grammar has no jump-forward spans (its only ones came
+    # from Unicode case folding, e.g. `IN\xc5` forcing `\xbf` for `INſ`; regexes are ASCII now,
+    # docs/semantics.md); the policy generations below write "forced" records.
+    assert set(kinds) == {"sampled", "reserve", "eos", "rollback"}, kinds
 
 
 @pytest.mark.long
@@ -217,7 +235,9 @@ def test_audited_generations_replay_bit_identically_long(archive: Path, tmp_path
 
 def test_policy_schema_generations_replay(archive: Path, tmp_path: Path) -> None:
     assert _policy_guide().artifacts()["lexicons"]  # identifier positions use the lexicons
-    _replay_all("policy", 40, 3, archive, tmp_path)
+    kinds = _replay_all("policy", 40, 10, archive, tmp_path)
+    # a catalog name can force its completion (`emPLoYeE` → `_`): every record kind occurs
+    assert set(kinds) == {"sampled", "forced", "reserve", "eos", "rollback"}, kinds
 
 
 def test_replay_re_records_the_same_log(archive: Path) -> None:

@@ -93,6 +93,36 @@ def test_mutated_statements_agree_with_lark() -> None:
     assert not problems, f"{len(problems)} disagreements, first: {problems[:5]}"
 
 
+# Characters that Python's Unicode case folding (not ASCII's) relates to an ASCII letter.
+_ODDITIES = {"s": "ſ", "S": "ſ", "i": "ı", "I": "İ", "k": "\u212a", "K": "\u212a"}
+
+
+def _case_oddity_corpus(count: int, seed: int) -> list[str]:
+    """Spider statements with one to three of their s/i/k (keywords or names) swapped for a
+    Unicode case partner, which ASCII semantics do not fold (docs/semantics.md)."""
+    rng = random.Random(seed)
+    out = []
+    for statement in rng.sample(_spider_statements(), count):
+        chars = list(statement)
+        positions = [i for i, c in enumerate(chars) if c in _ODDITIES]
+        for i in rng.sample(positions, min(len(positions), rng.randint(1, 3))):
+            chars[i] = _ODDITIES[chars[i]]
+        out.append("".join(chars))
+    return out
+
+
+def test_unicode_case_variants_agree_with_lark() -> None:
+    corpus = _case_oddity_corpus(400, seed=212)
+    oracle, _ = _engines()
+    rejected = sum(not oracle.accepts(s.encode()) for s in corpus)
+    assert 0 < rejected < len(corpus)  # both verdicts occur: the comparison is not vacuous
+    problems = _compare(corpus)
+    assert not problems, f"{len(problems)} disagreements, first: {problems[:5]}"
+    # keyword spellings that Unicode folding would take for keywords are rejected outright
+    for sql in ["ſelect 1;", "select 1 where 1 lıke 1;", "SELECT 1 WHERE 1 LİKE 1;"]:
+        assert _compare([sql]) == [] and not oracle.accepts(sql.encode())
+
+
 def test_every_prefix_agrees_on_a_sample() -> None:
     oracle, ref = _engines()
     corpus = _mutated_corpus(PER_PREFIX_SAMPLE, seed=7)

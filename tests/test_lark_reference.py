@@ -10,6 +10,7 @@ oracle's ``first_error`` / ``is_viable`` / ``eos_ok`` on random input.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,9 @@ from hypothesis import strategies as st
 from lark import Lark, Token
 
 try:  # tests/conftest.py puts tests/ on sys.path
-    from support.lark_reference import OracleError, Reference
+    from support.lark_reference import REGEX_FLAGS, OracleError, Reference
 except ImportError:
-    from tests.support.lark_reference import OracleError, Reference
+    from tests.support.lark_reference import REGEX_FLAGS, OracleError, Reference
 
 ROOT = Path(__file__).resolve().parents[1]
 SQLITE_GRAMMAR = ROOT / "python" / "gridrail" / "grammars" / "sqlite.lark"
@@ -258,10 +259,15 @@ def test_unknown_character(tiny: Reference) -> None:
 def test_multibyte_offsets(tiny: Reference) -> None:
     # é = C3 A9: no character starting with C3 can start a NAME.
     assert tiny.first_error("select é") == 7
-    # (?i:[a-z]) matches U+017F (C5 BF) in the `regex` module: a name.
-    assert tiny.accepts_sentence("select \u017f from t;")
-    # U+013F = C4 BF: C4 is viable (U+0130 = C4 B0 matches (?i:i)), BF is not.
-    assert tiny.first_error("select \u013f") == 8
+    # ASCII semantics (docs/semantics.md): (?i:[a-z]) does not match U+017F (C5 BF) nor U+0130
+    # (C4 B0), which Unicode folding relates to s and i, so C5 and C4 cannot start a NAME.
+    assert tiny.first_error("select \u017f from t;") == 7
+    assert tiny.first_error("select \u0130") == 7
+    # A lead byte is viable when some character starting with it is: é = C3 A9, ê = C3 AA.
+    accents = Reference('start: "a" W ";"\nW: /é|ë/\n')
+    assert accents.accepts_sentence("aé;")
+    assert accents.first_error("aê;") == 2
+    assert accents.first_error("aê;".encode()[:2]) is None
     # offsets are in bytes
     assert tiny.first_error("select 'é' #") == 12
     assert tiny.first_error("select 'é' as é") == 15
@@ -276,7 +282,7 @@ def test_bytes_input(tiny: Reference) -> None:
     assert tiny.first_error(b"select \xff") == 7  # never valid UTF-8
     assert not tiny.is_viable(b"select \xff")
     assert tiny.first_error(b"select '\xc3A'") == 9  # bad continuation byte
-    assert tiny.first_error("select \u017f".encode()[:-1]) is None
+    assert tiny.first_error("select \u017f".encode()[:-1]) == 7  # no NAME starts with C5
     assert tiny.first_error(b"select \xc3") == 7
     assert not tiny.is_viable(b"select \xc3")
 
@@ -299,9 +305,9 @@ class _Naive:
             def lex(self, *args):
                 raise NotImplementedError
 
-        self.lark = Lark(grammar_text, parser="lalr", lexer=NoLexer)
+        self.lark = Lark(grammar_text, parser="lalr", lexer=NoLexer, g_regex_flags=re.ASCII)
         self.terms = ref.terminals  # the terminal table is tested above
-        self.patterns = {t.name: regex.compile(t.regexp) for t in self.terms}
+        self.patterns = {t.name: regex.compile(t.regexp, REGEX_FLAGS) for t in self.terms}
         self.ignored = ref.ignored
 
     def _v(self, ip) -> set[str]:

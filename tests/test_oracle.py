@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -144,3 +146,120 @@ def test_viability_is_prefix_closed_by_definition() -> None:
     assert oracle.first_error(b"axy;") == 1
     assert not oracle.accepts(b"axy;")
     assert oracle.accepts(b"#axz")
+
+
+# ---------------------------------------------------------------------------------------------
+# ASCII case folding (docs/semantics.md): keywords match ASCII case variants only, as in SQLite.
+# Python's Unicode folding would take ſ (U+017F) for s, ı/İ (U+0131/U+0130) for i and K (U+212A)
+# for k, so that `ſelect` or `LıkE` passed the mask and SQLite then rejected the statement.
+
+_ODDITY_COLUMNS = ("a", "ſelect", "lıke", "\u212aey", "é", "dıstinct", "İd")
+
+
+@pytest.fixture(scope="module")
+def sqlite_grammar() -> Oracle:
+    return Oracle(compile_grammar(Grammar.bundled("sqlite")))
+
+
+def _sqlite_error(sql: str) -> str | None:
+    """SQLite's error preparing and running ``sql`` on a table ``t`` with the odd column names,
+    or None."""
+    db = sqlite3.connect(":memory:")
+    try:
+        columns = ", ".join(f'"{c}"' for c in _ODDITY_COLUMNS)
+        db.execute(f"create table t({columns})")
+        db.execute(sql).fetchall()
+    except sqlite3.Error as err:
+        return str(err)
+    finally:
+        db.close()
+    return None
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "ſelect 1;",
+        "select 1 where 1 lıke 1;",
+        "SELECT 1 WHERE 1 LİKE 1;",
+        "select 1 where 1 LıkE 1;",
+        "select 1 where 1 li\u212ae 1;",
+        "select a from t order by a deſc;",
+        "select * from t where a ıs null;",
+        "select a from t group by a havıng a > 1;",
+        "select a from t where a between 1 and 2 or a ın (1);",
+        "select a from t where exiſts (select 1);",
+        "select count(*) from t where a not lıke 'x';",
+        "select a from t limıt 1;",
+    ],
+)
+def test_keywords_with_unicode_case_variants_are_rejected_as_by_sqlite(
+    sqlite_grammar: Oracle, sql: str
+) -> None:
+    assert not sqlite_grammar.accepts(sql.encode())
+    error = _sqlite_error(sql)
+    assert error is not None and "syntax error" in error, error
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # the same spellings are identifiers where an identifier fits; [^\x00-\x7f] admits them
+        "select ſelect, lıke, \u212aey, é, dıstinct, İd from t;",
+        "select dıstinct a from t;",  # a column `dıstinct` aliased `a`, not DISTINCT a
+        "select a as ſ from t;",
+        "select a from t as ſ where ſ.a > 1;",
+        'select "ſelect" from t;',
+        "select 'ſelect', 'LıkE' as x;",
+        "select a from t where a like 'ſ';",
+        "SELECT 1 \u212aEY;",  # an alias
+        "SeLeCt a FrOm t WhErE a LiKe 'x' EsCaPe 'y';",  # ASCII case variants are still folded
+    ],
+)
+def test_non_ascii_identifiers_and_ascii_case_variants_are_accepted_as_by_sqlite(
+    sqlite_grammar: Oracle, sql: str
+) -> None:
+    assert sqlite_grammar.accepts(sql.encode())
+    assert _sqlite_error(sql) is None
+
+
+_FOLD_BASES = [
+    "select distinct a, é from t where a like 'x' and a is not null order by a desc limit 1 "
+    "offset 2;",
+    "select a from t where exists (select 1 from t as s where s.a in (1, 2)) group by a "
+    "having count(*) > 1;",
+    "select case when a is null then 1 else 2 end as kind from t where a between 1 and 2;",
+    "with s as (select a from t) select * from s except select a from t;",
+    "select a from t left join t as k on k.a = t.a where k.a is not null and a not like 'i';",
+]
+# Characters that Python's Unicode case folding relates to an ASCII letter.
+_ODDITIES = {"s": "ſ", "S": "ſ", "i": "ı", "I": "İ", "k": "\u212a", "K": "\u212a"}
+
+
+def test_unicode_case_variants_agree_with_sqlite(sqlite_grammar: Oracle) -> None:
+    """Swap a few s/i/k (in keywords or names) for their Unicode case partners: the grammar
+    accepts exactly when SQLite finds no syntax error (a name that no longer exists is a
+    semantic error, not a syntax one)."""
+    seen = set()
+
+    @settings(max_examples=150, deadline=None)
+    @given(
+        base=st.sampled_from(_FOLD_BASES),
+        picks=st.lists(st.integers(0, 200), min_size=1, max_size=3),
+        upper=st.booleans(),
+    )
+    def check(base: str, picks: list[int], upper: bool) -> None:
+        sql = base.upper() if upper else base
+        positions = [i for i, c in enumerate(sql) if c in _ODDITIES]
+        chars = list(sql)
+        for pick in picks:
+            where = positions[pick % len(positions)]
+            chars[where] = _ODDITIES.get(chars[where], chars[where])  # a pick may repeat
+        sql = "".join(chars)
+        error = _sqlite_error(sql)
+        syntax_ok = error is None or not ("syntax error" in error or "unrecognized" in error)
+        assert sqlite_grammar.accepts(sql.encode()) == syntax_ok, (sql, error)
+        seen.add(syntax_ok)
+
+    check()
+    assert seen == {True, False}  # both verdicts occur: the comparison is not vacuous

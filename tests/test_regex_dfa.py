@@ -1,4 +1,5 @@
-"""Regex → byte-level DFA: languages equal Python's `re` (fullmatch) and `regex` (partial)."""
+"""Regex → byte-level DFA: languages equal Python's `re` (fullmatch) and `regex` (partial), both
+with the ASCII flag: gridrail's regex semantics are `re.ASCII` (docs/semantics.md)."""
 
 from __future__ import annotations
 
@@ -63,17 +64,24 @@ CORPUS = [
     (r"[\]\-^\\]+", ""),
     (r"\0\t\\\.\/\{", ""),
     (r"{|}|a{|a{1,x}", ""),
+    (r"(?a)\w+|(?a:\d)", ""),
+    (r"(?:select|like|key|kill|ilike|distinct)", "i"),
+    (r"(?:[a-z_]|[^\x00-\x7f])(?:[a-z0-9_]|[^\x00-\x7f])*", "i"),
+    (r"(?i:s)ſ(?i:[^s])", ""),
 ]
 
+# Characters that Unicode case folding (but not ASCII folding) relates to ASCII letters or to
+# each other: ſ~s, ı~i, İ~i, K (U+212A)~k, Å (U+212B)~å, ß~ẞ, µ~μ, ligatures.
+FOLD_ODDITIES = "ſıİ\u212a\u212bÅåßẞµμﬅﬆǅǆǄ"
 # A few non-ASCII characters of each UTF-8 length, with case variants and folding oddities.
-# On these (and printable ASCII) `regex` and `re` agree; on others their Unicode tables differ
-# (e.g. "²" and U+0301 are \w for one only, "\x1f" is \s only for `re`).
-NON_ASCII = "éÉßẞſKσςΣǅǆǄЖжµ中文😀𝔘\u2014\u00a0"
+# On these (and printable ASCII) `regex` and `re` agree.
+NON_ASCII = "éÉßẞſKσςΣǅǆǄЖжµ中文😀𝔘\u2014\u00a0ıİ\u212b"
 
 
 def _re_flags(module, flags: str) -> int:
+    """The oracle's flags: always ASCII (gridrail's semantics), plus the flag letters."""
     letters = {"i": module.IGNORECASE, "s": module.DOTALL, "x": module.VERBOSE}
-    out = 0
+    out = module.ASCII
     for letter in flags:
         out |= letters[letter]
     return out
@@ -188,6 +196,8 @@ ATOMS = [
     (r"µ", "i"), (r"İ", "i"), (r"ı", "i"), (r"[\u0100-\u017f]", "i"), (r"[^\u0100-\u017f]", "i"),
     (r"\U00010400", "i"), (r"[\U00010400-\U0001044f]", "i"), (r"[^\U00010428]", "i"),
     (r"[\d_]", "i"), (r"\x7f", "i"), (r"\u212a", "i"),
+    (r"\u017f", "i"), (r"\u212b", "i"), (r"[sſ]", "i"), (r"[^ſ]", "i"), (r"[A-Z]", "i"),
+    (r"[^\x00-\x7f]", "i"), (r"(?a:\w)", ""), (r"(?a:[^\W_])", "i"),
 ]  # fmt: skip
 
 
@@ -196,6 +206,98 @@ def test_single_character_sets_equal_re_exhaustively(atom: str, flags: str) -> N
     node = parse_regex(atom, flags)
     assert isinstance(node, CharSet)
     assert list(node.ranges) == _code_points_matched_by_re(atom, _re_flags(re, flags))
+
+
+# ---------------------------------------------------------------------------------------------
+# ASCII semantics (docs/semantics.md): the oracles above use re.ASCII too, so pin the rule itself
+
+
+def _ranges(pattern: str, flags: str = "") -> tuple[tuple[int, int], ...]:
+    node = parse_regex(pattern, flags)
+    assert isinstance(node, CharSet)
+    return node.ranges
+
+
+def test_classes_and_case_folding_are_ascii() -> None:
+    assert _ranges(r"\w") == ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+    assert _ranges(r"\d") == ((0x30, 0x39),)
+    assert _ranges(r"\s") == ((0x09, 0x0D), (0x20, 0x20))
+    beyond_ascii = ((0x80, 0xD7FF), (0xE000, MAX_CODE_POINT))
+    non_word = ((0, 0x2F), (0x3A, 0x40), (0x5B, 0x5E), (0x60, 0x60), (0x7B, 0xD7FF))
+    assert _ranges(r"\W") == (*non_word, beyond_ascii[1])
+    # Unicode folding would add ſ (U+017F), İ/ı (U+0130/U+0131), K (U+212A), Å (U+212B).
+    assert _ranges("s", "i") == ((0x53, 0x53), (0x73, 0x73))
+    assert _ranges("i", "i") == ((0x49, 0x49), (0x69, 0x69))
+    assert _ranges("k", "i") == ((0x4B, 0x4B), (0x6B, 0x6B))
+    assert _ranges("ſ", "i") == ((0x17F, 0x17F),)
+    assert _ranges("\u212a", "i") == ((0x212A, 0x212A),)
+    assert _ranges("é", "i") == ((0xE9, 0xE9),)  # non-ASCII letters match only themselves
+    assert _ranges("[^k]", "i") == _ranges("[^kK]")  # so [^k] takes K (U+212A) under (?i)
+    # explicit non-ASCII classes are unaffected by the flag
+    assert _ranges(r"[^\x00-\x7f]", "i") == _ranges(r"[^\x00-\x7f]") == beyond_ascii
+    for keyword in ["select", "like", "key", "distinct", "exists"]:
+        dfa = compile_regex(keyword, "i")
+        assert dfa.fullmatch(keyword.upper().encode()) and dfa.fullmatch(keyword.encode())
+        for ascii_letter, oddity in [("s", "ſ"), ("i", "ı"), ("i", "İ"), ("k", "\u212a")]:
+            if ascii_letter in keyword:
+                assert not dfa.fullmatch(keyword.replace(ascii_letter, oddity).encode())
+
+
+def test_ascii_flag_is_a_no_op() -> None:
+    for pattern in [r"\w", r"[^\W\d]", r"\s", "k", "[a-zſ]"]:
+        for flags in ["", "i"]:
+            assert parse_regex(f"(?a){pattern}", flags) == parse_regex(pattern, flags)
+            assert parse_regex(f"(?a:{pattern})", flags) == parse_regex(pattern, flags)
+            assert parse_regex(pattern, flags + "a") == parse_regex(pattern, flags)
+
+
+# Case-insensitive patterns over ASCII letters, explicit non-ASCII and classes.
+FOLD_PATTERNS = [
+    r"select|like|ilike|key|kill|distinct|exists|is|as|asc",
+    r"[a-z_][a-z0-9_]*",
+    r"(?:[a-z_]|[^\x00-\x7f])(?:[a-z0-9_$]|[^\x00-\x7f])*",
+    r"[^a-z]+",
+    r"[^k]s+",
+    r"\w+\W?",
+    r"(?-i:s)k(?-i:[^\W\d])+",
+    r"ſ+ı?İ*|å\u212b|ß|ẞ|µ",
+    r"[\u0100-\u017f]+|[\u2100-\u214f]",
+]
+
+
+_UNICODE_PARTNER = {"s": "ſ", "i": "ı", "k": "\u212a", "a": "\u212b"}
+
+
+def _spelled(word: str, how: list[int]) -> str:
+    """``word`` with each letter kept (0), upper-cased (1) or swapped for a Unicode case partner
+    (2: ſ ı K Å, else İ)."""
+    return "".join(
+        (c, c.upper(), _UNICODE_PARTNER.get(c, "İ"))[h] for c, h in zip(word, how, strict=True)
+    )
+
+
+_KEYWORD_SPELLINGS = st.sampled_from(["select", "like", "key", "kill", "distinct", "is"]).flatmap(
+    lambda w: st.lists(st.integers(0, 2), min_size=len(w), max_size=len(w)).map(
+        lambda how: _spelled(w, how)
+    )
+)
+
+
+@pytest.mark.parametrize("pattern", FOLD_PATTERNS)
+@SETTINGS
+@given(
+    text=st.one_of(
+        st.text(st.sampled_from("sSiIkKlLeEcCtTaAxX_1 é" + FOLD_ODDITIES), max_size=10),
+        _KEYWORD_SPELLINGS,
+    )
+)
+def test_case_insensitive_matching_equals_re_ascii(pattern: str, text: str) -> None:
+    dfa = compile_regex(pattern, "i")
+    data = text.encode()
+    expected = re.fullmatch(pattern, text, re.ASCII | re.IGNORECASE) is not None
+    assert dfa.fullmatch(data) == expected
+    partial = regex.fullmatch(pattern, text, regex.ASCII | regex.IGNORECASE, partial=True)
+    assert dfa.is_live_prefix(data) == (partial is not None or text == "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,7 +435,8 @@ def test_empty_string_and_surrogates() -> None:
         (r"a++", "possessive", 1),
         (r"a{2}+", "possessive", 1),
         (r"(?>ab)", "atomic group", 0),
-        (r"(?a)\w", "inline flag 'a'", 0),
+        (r"(?u)\w", "inline flag 'u'", 0),
+        (r"x(?u:\w)", "inline flag 'u'", 1),
     ],
 )
 def test_unsupported_constructs(pattern: str, construct: str, position: int) -> None:
@@ -356,6 +459,12 @@ def test_malformed_patterns(pattern: str, position: int) -> None:
 
 def test_unsupported_flag_and_size() -> None:
     with pytest.raises(RegexError, match="flag"):
-        compile_regex("a", "a")
+        compile_regex("a", "q")
+    with pytest.raises(RegexError, match="ASCII semantics"):
+        compile_regex("a", "u")
+    with pytest.raises(RegexError, match="ASCII semantics"):
+        compile_regex(r"(?u)\w")
+    with pytest.raises(RegexError, match="'L' flag"):  # Python refuses it on str patterns
+        compile_regex(r"(?L)\w")
     with pytest.raises(RegexError, match="automaton states"):
-        compile_regex(r"\w{100000}")
+        compile_regex(r".{100000}")  # (ASCII \w{100000} would fit)

@@ -40,9 +40,12 @@ them by (winner, the other candidates of the top class in V); ``strict_ties=True
 
 Matching
 --------
-Patterns are compiled with the ``regex`` module (VERSION0, i.e. ``re`` syntax; note that case
-folding of ``(?i)`` follows ``regex``: ``s`` matches U+017F, ``k`` matches U+212A, ``i`` matches
-U+0130 but -- unlike ``re`` -- not U+0131). "s is a prefix of a lexeme of tau" is
+Patterns are compiled with the ``regex`` module (VERSION0, i.e. ``re`` syntax) with ``regex.ASCII``
+(``REGEX_FLAGS``), as docs/semantics.md defines regexes: ASCII ``\\w \\d \\s`` and case folding of
+``(?i)`` on ASCII letters only (``s`` does not match U+017F, ``i`` neither U+0130 nor U+0131, ``k``
+not U+212A; non-ASCII letters match only themselves). Lark is built with
+``g_regex_flags=re.ASCII`` too, so that nothing in lark could read a terminal otherwise (its
+lexers, which would use the flag, are not built). "s is a prefix of a lexeme of tau" is
 ``fullmatch(s, partial=True)``; "s is a lexeme of tau" is ``fullmatch(s)``. Lexemes must be
 non-empty. For a string s the reference keeps (memoized on s): the terminals having s as a
 prefix of a lexeme ("live"; s is live in the union automaton iff that set is non-empty; since
@@ -95,6 +98,7 @@ ends inside a character can never stop (EOS).
 
 from __future__ import annotations
 
+import re
 from collections import Counter, deque
 from collections.abc import Iterator
 from copy import copy
@@ -108,7 +112,10 @@ from lark.lexer import Lexer, PatternStr
 from lark.load_grammar import _get_parser, _literal_to_pattern
 from lark.parsers.lalr_parser_state import ParserState
 
-__all__ = ["OracleError", "RefTerminal", "Reference", "terminal_order"]
+__all__ = ["REGEX_FLAGS", "OracleError", "RefTerminal", "Reference", "terminal_order"]
+
+# docs/semantics.md: Python ``re`` semantics with ``re.ASCII`` (the ``regex`` module's equivalent).
+REGEX_FLAGS = regex.ASCII
 
 _END = "$END"
 _NON_ASCII_KILLS = ("\u00e9", "\u20ac", "\U0001f600")
@@ -240,7 +247,9 @@ class Reference:
     """The reference language of a ``.lark`` grammar under gridrail's semantics."""
 
     def __init__(self, grammar_text: str, *, start: str = "start", strict_ties: bool = False):
-        self._lark = Lark(grammar_text, parser="lalr", lexer=_NoLexer, start=start)
+        self._lark = Lark(
+            grammar_text, parser="lalr", lexer=_NoLexer, start=start, g_regex_flags=re.ASCII
+        )
         ignored = frozenset(self._lark.ignore_tokens)
         order = terminal_order(grammar_text, self._lark.terminals)
         terms = [
@@ -258,7 +267,7 @@ class Reference:
         self.terminals: tuple[RefTerminal, ...] = tuple(terms)
         self.ignored: frozenset[str] = ignored
         self._by_name = {t.name: t for t in terms}
-        self._patterns = {t.name: regex.compile(t.regexp) for t in terms}
+        self._patterns = {t.name: regex.compile(t.regexp, REGEX_FLAGS) for t in terms}
         self.strict_ties = strict_ties
         self.index_ties = 0
         self.tie_groups: Counter[tuple[str, tuple[str, ...]]] = Counter()

@@ -71,7 +71,8 @@ class ByteDFA:
 
 @functools.lru_cache(maxsize=4096)
 def compile_regex(pattern: str, flags: str = "", *, minimize: bool = True) -> ByteDFA:
-    """The byte-level DFA of Python regex ``pattern`` (fullmatch semantics on UTF-8 text).
+    """The byte-level DFA of Python regex ``pattern`` (fullmatch semantics on UTF-8 text, with
+    ``re.ASCII``: ASCII ``\\w \\d \\s`` and ASCII-only case folding; docs/semantics.md).
 
     ``flags`` holds single-letter flags ("i", "s", "x"). ``minimize=False`` returns the raw subset
     construction (it may contain dead states); it exists for tests and diagnostics.

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from gridrail.errors import GrammarError
+from gridrail.grammar.regex_syntax import REGEX_SEMANTICS
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,14 @@ class Grammar:
         """The grammar whose `canonical_form()` is `text` (an archived language: everything that
         defines it, not the tree-shaping details, which masks never read)."""
         doc = json.loads(text)
+        if doc.get("regex_semantics") != REGEX_SEMANTICS:
+            raise GrammarError(
+                f"the grammar was recorded under regex semantics "
+                f"{doc.get('regex_semantics', 'python-re-unicode (before the ASCII rule)')!r}; "
+                f"this gridrail reads terminals as {REGEX_SEMANTICS!r}, which may define "
+                "another language",
+                source=name,
+            )
         terminals = tuple(
             TerminalDef(tname, index, pattern, flags, priority, is_literal)
             for index, tname, pattern, flags, priority, is_literal in doc["terminals"]
@@ -146,6 +155,7 @@ class Grammar:
             "ignored": sorted(self.ignored),
             "declared": sorted(self.declared),
             "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
+            "regex_semantics": REGEX_SEMANTICS,
         }
         return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 

@@ -2,8 +2,11 @@
 
 Every one-character construct (literal, escape, class, ``.``) becomes a :class:`CharSet` whose code
 points already include the effect of the flags in scope (case folding, dot-all), so later stages
-never see flags. The meaning is Python's ``re`` on ``str``: Unicode ``\\d \\w \\s``, simple case
-folding. Surrogates (U+D800–U+DFFF) are dropped from every set: they have no UTF-8 encoding.
+never see flags. The meaning is Python's ``re`` on ``str`` with ``re.ASCII``: ``\\d \\w \\s`` are
+ASCII classes and case-insensitive matching folds the ASCII letters only (SQL lexers are ASCII;
+Unicode folding would let ``ſelect`` match ``select``). Non-ASCII code points are matched when
+written explicitly (``é``, ``[^\\x00-\\x7f]``), always exactly. Surrogates (U+D800–U+DFFF) are
+dropped from every set: they have no UTF-8 encoding.
 
 Constructs that are not regular, or that need context outside the lexeme (anchors, lookaround,
 backreferences, conditionals, possessive quantifiers, atomic groups), raise :class:`RegexError`
@@ -61,21 +64,39 @@ class Repeat:
 
 Node = CharSet | Concat | Alternation | Repeat
 
-# Flag letters a terminal may carry. "m" and "u" change nothing we support (anchors are rejected;
-# str patterns are Unicode anyway); "a" and "L" would change \w and case folding, so they are
-# refused rather than silently ignored.
-_RE_FLAGS = {"i": re.IGNORECASE, "s": re.DOTALL, "x": re.VERBOSE, "m": re.MULTILINE, "u": 0}
+# The semantics are Python's `re` with this flag, always (docs/semantics.md).
+SEMANTIC_FLAGS = re.ASCII
+# The name of these semantics, part of every grammar's canonical form (and so of its
+# fingerprint): a grammar archived under other semantics is another language.
+REGEX_SEMANTICS = "python-re-ascii-v1"
+
+# Flag letters a terminal may carry. "m" changes nothing we support (anchors are rejected) and "a"
+# is the semantics anyway; "u" and "L" would change \w and case folding, so they are refused
+# (with _ENCODING_FLAG_ERROR) rather than silently ignored.
+_RE_FLAGS = {"i": re.IGNORECASE, "s": re.DOTALL, "x": re.VERBOSE, "m": re.MULTILINE, "a": 0}
+_ENCODING_FLAGS = "uL"
+_ENCODING_FLAG_ERROR = (
+    "gridrail regexes have ASCII semantics (Python re with re.ASCII: ASCII \\w \\d \\s and ASCII "
+    "case folding, as SQL lexers); write non-ASCII characters explicitly instead"
+)
 
 
 def parse_regex(pattern: str, flags: str = "") -> Node:
-    """Parse ``pattern`` (Python ``re`` syntax) with the flag letters ``flags`` into an AST."""
+    """Parse ``pattern`` (Python ``re`` syntax) with the flag letters ``flags`` into an AST, with
+    the meaning ``re`` gives it under ``re.ASCII`` (docs/semantics.md)."""
     re_flags = 0
     for letter in flags:
+        if letter in _ENCODING_FLAGS:
+            raise RegexError(
+                f"regex flag {letter!r} is not supported (in /{pattern}/): {_ENCODING_FLAG_ERROR}"
+            )
         if letter not in _RE_FLAGS:
             raise RegexError(f"unsupported regex flag {letter!r} (in /{pattern}/)")
         re_flags |= _RE_FLAGS[letter]
     try:
         # Python's own parser decides what is well-formed, so malformed patterns get its messages.
+        # (Without re.ASCII here: an inline "(?u)" would be "incompatible" with it; the parser
+        # below refuses "u" with a clearer message.)
         re.compile(pattern, re_flags)
     except re.error as err:
         raise RegexError(f"{err.msg} at position {err.pos} (in /{pattern}/)") from None
@@ -135,7 +156,8 @@ def _char_set(ranges: Iterable[tuple[int, int]]) -> CharSet:
 
 
 # ---------------------------------------------------------------------------------------------
-# Unicode tables, computed from Python's own `re` so that the meaning is exactly re's.
+# Code point tables, computed from Python's own `re` (with SEMANTIC_FLAGS) so that the meaning is
+# exactly re's.
 
 
 def _all_code_points() -> str:
@@ -151,11 +173,12 @@ def _code_point_at(index: int) -> int:
 
 @functools.cache
 def _category_tables() -> dict[str, Ranges]:
-    """Ranges of ``\\d``, ``\\w`` and ``\\s`` as Python's ``re`` matches them on ``str``."""
+    """Ranges of ``\\d``, ``\\w`` and ``\\s`` as Python's ``re`` matches them on ``str`` with
+    ``re.ASCII``: ``[0-9]``, ``[a-zA-Z0-9_]``, ``[ \\t\\n\\r\\f\\v]``."""
     text = _all_code_points()
     tables = {}
     for letter in "dws":
-        runs = re.finditer(f"\\{letter}+", text)
+        runs = re.finditer(f"\\{letter}+", text, SEMANTIC_FLAGS)
         spans = ((_code_point_at(m.start()), _code_point_at(m.end() - 1)) for m in runs)
         tables[letter] = _difference(_normalize(spans), _SURROGATES)
     return tables
@@ -167,40 +190,26 @@ def _category(letter: str) -> Ranges:
     return _complement(table) if letter.isupper() else table
 
 
-@functools.cache
-def _case_candidates() -> tuple[str, Ranges]:
-    """Every code point that case-insensitive matching might treat differently from exact matching.
-
-    A superset of what ``re`` folds (cased characters, their simple lowercase, and re's extra
-    folding pairs such as ſ/s): any code point that has, or is the result of, a case mapping.
-    Blocks of 256 code points without any case mapping are skipped wholesale.
-    """
-    found: set[str] = set()
-    for block in range(0, MAX_CODE_POINT + 1, 256):
-        chunk = "".join(map(chr, range(block, block + 256)))
-        if chunk.lower() == chunk and chunk.upper() == chunk and chunk.casefold() == chunk:
-            continue
-        for ch in chunk:
-            variants = {ch.lower(), ch.upper(), ch.casefold(), ch.title()}
-            if variants != {ch}:
-                found.add(ch)
-                found.update("".join(variants))
-    text = "".join(sorted(found))
-    return text, _normalize((ord(c), ord(c)) for c in text)
+# The code points that ASCII case-insensitive matching can treat differently from exact matching.
+# Under re.ASCII | re.IGNORECASE, `re` lowers only A-Z (on the pattern and on the input), so a
+# non-ASCII code point matches a one-character construct exactly when it is in its exact set: no
+# ſ/s, ı/i, İ/i, K/k (U+212A), Å/å (U+212B) pairs. test_regex_dfa checks this over all of Unicode.
+_CASE_CANDIDATES = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_CASE_CANDIDATE_RANGES: Ranges = ((0x41, 0x5A), (0x61, 0x7A))
 
 
 @functools.cache
 def _fold_case(ranges: Ranges, atom_source: str) -> Ranges:
     """The code points ``atom_source`` (one-character regex whose exact set is ``ranges``) matches
-    under ``re.IGNORECASE``.
+    under ``re.IGNORECASE`` (with ``re.ASCII``, as always).
 
-    Outside the case candidates, ignoring case changes nothing; each candidate is decided by
-    ``re`` itself, so the subtle rules of its case-insensitive classes are reproduced exactly.
+    Outside the ASCII letters, ignoring case changes nothing; each letter is decided by ``re``
+    itself, so the rules of its case-insensitive classes (negation included) are reproduced
+    exactly.
     """
-    text, candidate_ranges = _case_candidates()
-    matcher = re.compile(atom_source, re.IGNORECASE)
-    matched = ((ord(m.group()), ord(m.group())) for m in matcher.finditer(text))
-    return _normalize(_difference(ranges, candidate_ranges) + tuple(matched))
+    matcher = re.compile(atom_source, re.IGNORECASE | SEMANTIC_FLAGS)
+    matched = ((ord(m.group()), ord(m.group())) for m in matcher.finditer(_CASE_CANDIDATES))
+    return _normalize(_difference(ranges, _CASE_CANDIDATE_RANGES) + tuple(matched))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,9 +382,14 @@ class _Parser:
     def _flag_group(self, start: int, flags: _Flags, first: bool) -> Node | _Flags:
         add = self._take_while("aiLmstux")
         remove = self._take_while("imsx") if self._match("-") else ""
-        for letter in "aLt":
+        for letter in _ENCODING_FLAGS:  # "a" (ASCII) is the semantics anyway: a no-op
             if letter in add:
-                raise self._unsupported(f"inline flag {letter!r}", start)
+                raise RegexError(
+                    f"inline flag {letter!r} at position {start} is not supported "
+                    f"(in /{self.pattern}/): {_ENCODING_FLAG_ERROR}"
+                )
+        if "t" in add:
+            raise self._unsupported("inline flag 't'", start)
         if self._match(")"):
             if not first:  # re.compile() rejects this already
                 raise self._error("global flags not at the start of the expression", start)
