@@ -147,8 +147,8 @@ class _Binder:
 
     def returning(self, node: Tree, scope: Scope) -> None:
         clause = node.child("returning_clause")
-        if clause is not None:
-            self.result_columns(clause.trees()[0], scope)
+        if clause is not None:  # its items are result columns (without `t.*`)
+            self.result_columns(clause, scope)
 
     # -- SELECT
 
