@@ -48,6 +48,7 @@ class SeededLogits:
     that it wins where it is legal now and then (one token among hundreds otherwise)."""
 
     def __init__(self, guide: gr.Guide, seed: int):
+        self.guide = guide
         self.width = guide.vocab.size + PAD
         self.seed = seed
         self.eos = guide.vocab.eos_token_id
@@ -62,17 +63,18 @@ class SeededLogits:
         return logits
 
 
+def _matcher_after(guide: gr.Guide, generated) -> gr.Matcher:
+    m = guide.matcher()
+    assert m.accept_tokens(list(generated))
+    return m
+
+
 class AdversarialLogits(SeededLogits):
     """Every token the mask forbids at this point gets a larger logit than every allowed one."""
 
-    def __init__(self, guide: gr.Guide, seed: int):
-        super().__init__(guide, seed)
-        self.guide = guide
-
     def __call__(self, generated) -> np.ndarray:
         logits = super().__call__(generated)
-        m = self.guide.matcher()
-        assert m.accept_tokens(list(generated))
+        m = _matcher_after(self.guide, generated)
         forbidden = ~allowed_array(m.allowed(), self.width)
         logits[forbidden] = 1e6 + np.abs(logits[forbidden])
         return logits
@@ -103,15 +105,9 @@ def test_every_stop_is_a_sentence_within_the_budget(role: str, logits) -> None:
 class EndingLogits(SeededLogits):
     """A model that wants to finish: the next token of the shortest completion gets a lift."""
 
-    def __init__(self, guide: gr.Guide, seed: int):
-        super().__init__(guide, seed)
-        self.guide = guide
-
     def __call__(self, generated) -> np.ndarray:
         logits = super().__call__(generated)
-        m = self.guide.matcher()
-        assert m.accept_tokens(list(generated))
-        logits[m.completion()[0]] += 4.0
+        logits[_matcher_after(self.guide, generated).completion()[0]] += 4.0
         return logits
 
 

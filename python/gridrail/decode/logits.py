@@ -60,7 +60,7 @@ class Sampler:
 
     def choose(self, logits: np.ndarray, allowed: np.ndarray) -> int:
         """A token id with `allowed[id]` true; the logits of all others count as -inf."""
-        ids = np.flatnonzero(allowed[: len(logits)])
+        ids = np.flatnonzero(allowed[: len(logits)])  # `allowed` may be narrower than logits
         if not len(ids):
             raise ValueError("no allowed token among the model's logits")
         kept = logits[ids]

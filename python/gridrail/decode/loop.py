@@ -57,8 +57,8 @@ def generate(
     clock = time.perf_counter
     started = clock()
     while not matcher.is_terminated():
-        mask = matcher.allowed()
-        forced = matcher.forced_tokens() if mask.count() == 1 else []
+        allowed = allowed_array(matcher.allowed())
+        forced = matcher.forced_tokens() if allowed.sum() == 1 else []
         if forced:
             if not matcher.accept_tokens(forced, "forced"):
                 _write_reserve(matcher, result)
@@ -74,7 +74,7 @@ def generate(
                     f"the model gave {len(logits)} logits for a vocabulary of "
                     f"{guide.vocab.size} tokens: is the guide compiled for this model's vocabulary?"
                 )
-            token = sampler.choose(logits, allowed_array(mask, len(logits)))
+            token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
             if matcher.accept_tokens([token]):
                 _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
             else:  # inside the mask, so refused by the budget: write the shortest ending

@@ -11,12 +11,10 @@ a different result under a key that has one means the key does not determine the
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from gridrail.errors import GridrailError
+from gridrail.lru import BoundedLRU, CacheStats
 from gridrail.mask.entry import MaskEntry, NormalFormEntry
 from gridrail.mask.keys import IdentifierCompositionError, IdentifierKey, MaskKey, NormalFormKey
 
@@ -27,15 +25,6 @@ class CacheKeyConflict(GridrailError):
     """Two different walk results were published under one key (OBL-KEY1 violated)."""
 
 
-@dataclass
-class CacheStats:
-    hits: int = 0
-    misses: int = 0
-    evictions: int = 0
-    entries: int = 0
-    bytes: int = 0  # payload bytes of the entries held
-
-
 class MaskCache(Generic[Entry]):
     """Least-recently-used map from mask keys to entries, bounded by entry count and by the
     payload bytes it holds (the newest entry is always kept, however large)."""
@@ -43,11 +32,11 @@ class MaskCache(Generic[Entry]):
     def __init__(self, capacity: int = 65_536, capacity_bytes: int = 256 << 20):
         if capacity < 1 or capacity_bytes < 1:
             raise ValueError("the mask cache needs room for at least one entry")
-        self.capacity = capacity
-        self.capacity_bytes = capacity_bytes
-        self.stats = CacheStats()
-        self._entries: OrderedDict[MaskKey | NormalFormKey, Entry] = OrderedDict()
-        self._lock = threading.Lock()  # matchers of many requests share one cache
+        self._lru: BoundedLRU[Entry] = BoundedLRU(capacity, capacity_bytes)
+
+    @property
+    def stats(self) -> CacheStats:
+        return self._lru.stats
 
     def get(
         self,
@@ -84,33 +73,14 @@ class MaskCache(Generic[Entry]):
                 "a generic mask entry was consulted at an identifier position: the mask would "
                 "not come from the schema lexicons (Proposition 6)"
             )
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.stats.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.stats.hits += 1
-            return entry
+        return self._lru.get(key)
 
     def publish(self, entry: Entry) -> Entry:
         """Store `entry` (a no-op if an entry with its id is there) and return the stored one."""
-        with self._lock:
-            existing = self._entries.get(entry.key)
-            if existing is not None:
-                if existing.entry_id != entry.entry_id:
-                    raise CacheKeyConflict(
-                        "two different walks published under one key: entries "
-                        f"{existing.entry_id} and {entry.entry_id}"
-                    )
-                return existing
-            self._entries[entry.key] = entry
-            self.stats.bytes += entry.size
-            while len(self._entries) > 1 and (
-                len(self._entries) > self.capacity or self.stats.bytes > self.capacity_bytes
-            ):
-                _, evicted = self._entries.popitem(last=False)
-                self.stats.bytes -= evicted.size
-                self.stats.evictions += 1
-            self.stats.entries = len(self._entries)
-            return entry
+        stored = self._lru.setdefault(entry.key, entry, entry.size)
+        if stored.entry_id != entry.entry_id:
+            raise CacheKeyConflict(
+                "two different walks published under one key: entries "
+                f"{stored.entry_id} and {entry.entry_id}"
+            )
+        return stored

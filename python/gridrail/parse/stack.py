@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass
+
+from gridrail.lru import BoundedLRU, CacheStats
 
 _PACK = struct.Struct("<QII").pack
 
@@ -80,15 +79,6 @@ def root(start_state: int) -> StackNode:
     return StackNode(start_state, -1, None)
 
 
-@dataclass
-class StackMemoStats:
-    hits: int = 0
-    misses: int = 0
-    evictions: int = 0
-    entries: int = 0
-    bytes: int = 0  # the sizes declared for the values held
-
-
 class StackMemo:
     """A bounded memo of values that are functions of a stack and of a key the caller chooses
     (the mask layer keeps its CD residues here: see `gridrail.mask.compute`).
@@ -102,39 +92,24 @@ class StackMemo:
     def __init__(self, capacity: int = 4096, capacity_bytes: int = 64 << 20):
         if capacity < 0 or capacity_bytes < 0:
             raise ValueError("a stack memo's capacity cannot be negative (0 turns it off)")
-        self.capacity = capacity
-        self.capacity_bytes = capacity_bytes
-        self.stats = StackMemoStats()
-        self._values: OrderedDict[tuple[StackNode, Hashable], tuple[object, int]] = OrderedDict()
-        self._lock = threading.Lock()  # the matchers of many requests share one guide
+        self._lru: BoundedLRU[object] = BoundedLRU(capacity, capacity_bytes)
+
+    @property
+    def capacity(self) -> int:
+        return self._lru.capacity
+
+    @property
+    def stats(self) -> CacheStats:
+        return self._lru.stats
 
     def get(self, node: StackNode, key: Hashable) -> object | None:
-        with self._lock:
-            found = self._values.get((node, key))
-            if found is None:
-                self.stats.misses += 1
-                return None
-            self._values.move_to_end((node, key))
-            self.stats.hits += 1
-            return found[0]
+        return self._lru.get((node, key))
 
     def put(self, node: StackNode, key: Hashable, value: object, size: int) -> None:
-        """Remember `value` (never None) for (node, key); `size` is its byte count."""
-        if size > self.capacity_bytes or not self.capacity:
-            return
-        with self._lock:
-            previous = self._values.pop((node, key), None)
-            if previous is not None:
-                self.stats.bytes -= previous[1]
-            self._values[(node, key)] = (value, size)
-            self.stats.bytes += size
-            while len(self._values) > self.capacity or self.stats.bytes > self.capacity_bytes:
-                _, (_, evicted) = self._values.popitem(last=False)
-                self.stats.bytes -= evicted
-                self.stats.evictions += 1
-            self.stats.entries = len(self._values)
+        """Remember `value` (never None) for (node, key); `size` is its byte count. A value over
+        the whole byte bound is not kept (it would evict everything else)."""
+        if self._lru.capacity and size <= self._lru.capacity_bytes:
+            self._lru.setdefault((node, key), value, size)
 
     def clear(self) -> None:
-        with self._lock:
-            self._values.clear()
-            self.stats.entries = self.stats.bytes = 0
+        self._lru.clear()

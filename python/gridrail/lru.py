@@ -1,0 +1,68 @@
+"""A thread-safe least-recently-used map bounded by entry count and by the byte sizes its
+callers declare, with counters a user can read: the bookkeeping the mask cache (T1/T2) and the
+stack memo share. What may be stored, and when, is theirs to decide."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    entries: int = 0
+    bytes: int = 0  # the sizes declared for the values held
+
+
+class BoundedLRU(Generic[V]):
+    """Evicts least recently used values while over `capacity` entries or `capacity_bytes`;
+    the newest value is always kept, however large."""
+
+    def __init__(self, capacity: int, capacity_bytes: int):
+        self.capacity = capacity
+        self.capacity_bytes = capacity_bytes
+        self.stats = CacheStats()
+        self._values: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        self._lock = threading.Lock()  # the matchers of many requests share one
+
+    def get(self, key: Hashable) -> V | None:
+        """The value under `key` (now the most recently used), or None; counted."""
+        with self._lock:
+            found = self._values.get(key)
+            if found is None:
+                self.stats.misses += 1
+                return None
+            self._values.move_to_end(key)
+            self.stats.hits += 1
+            return found[0]
+
+    def setdefault(self, key: Hashable, value: V, size: int) -> V:
+        """The value already under `key`, else `value`, stored with its `size` in bytes (one
+        atomic step, so racing writers of one key all get the same stored value)."""
+        with self._lock:
+            found = self._values.get(key)
+            if found is not None:
+                return found[0]
+            self._values[key] = (value, size)
+            self.stats.bytes += size
+            while len(self._values) > 1 and (
+                len(self._values) > self.capacity or self.stats.bytes > self.capacity_bytes
+            ):
+                _, (_, evicted) = self._values.popitem(last=False)
+                self.stats.bytes -= evicted
+                self.stats.evictions += 1
+            self.stats.entries = len(self._values)
+            return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self.stats.entries = self.stats.bytes = 0
