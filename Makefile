@@ -45,7 +45,7 @@ lint:
 	cargo clippy --quiet --all-targets --features extension-module -- -D warnings
 
 test-python:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -rs
 
 # Long soak / differential runs (not part of CI's default run).
 check-long: install

@@ -9,7 +9,6 @@ oracle's ``first_error`` / ``is_viable`` / ``eos_ok`` on random input.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -18,6 +17,8 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lark import Lark, Token
+
+from assets import spider_gold
 
 try:  # tests/conftest.py puts tests/ on sys.path
     from support.lark_reference import REGEX_FLAGS, OracleError, Reference
@@ -707,23 +708,8 @@ def test_sqlite_index_ties(sqlite: Reference) -> None:
     assert {"DQ_STRING", "LIKE", "TRUE"} <= winners
 
 
-def _spider_gold() -> Path | None:
-    candidates = [os.environ.get("GRIDRAIL_SPIDER_DIR", "")]
-    candidates += [
-        str(ROOT / "shared" / "data" / "spider"),
-        str(ROOT.parent / "shared" / "data" / "spider"),
-    ]
-    candidates += ["/work/shared/data/spider"]
-    for c in candidates:
-        if c and (Path(c) / "train_gold.sql").is_file():
-            return Path(c) / "train_gold.sql"
-    return None
-
-
 def test_sqlite_spider_train_coverage(sqlite: Reference) -> None:
-    gold = _spider_gold()
-    if gold is None:
-        pytest.skip("Spider training data not found")
+    gold = spider_gold()
     rejected = []
     lines = gold.read_text(encoding="utf-8").splitlines()
     for number, line in enumerate(lines, 1):

