@@ -33,6 +33,8 @@ KINDS = {
     "unbound_qualifier",
     "function_not_allowed",
     "double_quoted_column",
+    "circular_reference",
+    "statement_too_complex",
 }
 NAME_ERRORS = {"unknown_table", "unknown_column", "ambiguous_column", "unbound_qualifier"}
 SQLITE_NAME_ERRORS = (  # phrases of SQLite's messages for a name it cannot bind

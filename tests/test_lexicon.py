@@ -218,8 +218,10 @@ def test_a_word_no_form_can_spell_is_an_error() -> None:
     )
     assert narrow != text
     grammar = gr.Grammar.from_lark(narrow, "sqlite.lark")
+    schema = Schema.from_tables("sqlite", {"two words": ["a"]})
+    catalogue = ConstructCatalogue.bundled("sqlite", grammar)  # an edited copy: given
     with pytest.raises(LexiconError, match="'two words' cannot be written"):
-        role_language(grammar, schema=Schema.from_tables("sqlite", {"two words": ["a"]}))
+        role_language(grammar, schema=schema, catalogue=catalogue)
 
 
 def test_policy_names_checked_against_the_schema(tmp_path: Path) -> None:
@@ -254,9 +256,10 @@ def test_a_role_that_sees_no_usable_name_is_rejected() -> None:
 def test_guide_check_names_violations(analyst_guide: gr.Guide) -> None:
     assert analyst_guide.check("select name, dept from employees where id = 1;") == []
 
-    (head,) = analyst_guide.check("delete from orders;")
+    head, kind = analyst_guide.check("delete from orders;")
     assert head.kind == "outside_language" and head.start == 0  # no role statement starts "d"
     assert "SELECT" in head.message
+    assert kind.kind == "statement_not_allowed" and "DELETE" in kind.message
 
     kinds = [(v.kind, v.column) for v in analyst_guide.check("select salary from employees;")]
     assert sorted(kinds, key=str) == [("column_not_visible", "salary"), ("outside_language", None)]

@@ -199,9 +199,17 @@ def test_empty_mask_raises_instead_of_wedging() -> None:
     grammar = gr.Grammar.from_lark('start: "xyz"\n')
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ByteCompletenessWarning)
-        vocab = gr.Vocabulary([b"a", b"b", None], eos_token_ids=2)
+        vocab = gr.Vocabulary([b"x", b"b", None], eos_token_ids=2)
+    matcher = gr.compile(grammar, vocab).matcher()
+    assert matcher.accept_tokens([0])  # "x" begins the sentence; nothing can follow it
     with pytest.raises(EmptyMaskError, match="empty mask"):
-        gr.compile(grammar, vocab).matcher().allowed()
+        matcher.allowed()
+    # a vocabulary that cannot even begin a sentence is refused when the guide is made
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ByteCompletenessWarning)
+        nothing_fits = gr.Vocabulary([b"a", b"b", None], eos_token_ids=2)
+    with pytest.raises(gr.GridrailError, match="can begin a sentence"):
+        gr.compile(grammar, nothing_fits)
 
 
 # -- the warm path: memoized CD residues, bounded memos, rule (ii) in one AND -----------------

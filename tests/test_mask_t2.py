@@ -61,6 +61,8 @@ def _schema_guide(tables: dict[str, list[str]], registry: gr.Registry) -> gr.Gui
 
 def _role_guide(role: str, registry: gr.Registry, grammar: gr.Grammar | None = None) -> gr.Guide:
     schema = gr.Schema.from_tables("sqlite", HR_TABLES)
+    # an edited copy of the bundled grammar is given the bundled catalogue explicitly
+    catalogue = None if grammar is None else gr.ConstructCatalogue.bundled("sqlite", grammar)
     return gr.compile(
         grammar or _sqlite(),
         _vocab(WORDS),
@@ -68,6 +70,7 @@ def _role_guide(role: str, registry: gr.Registry, grammar: gr.Grammar | None = N
         policy=_policy(),
         role=role,
         registry=registry,
+        catalogue=catalogue,
     )
 
 

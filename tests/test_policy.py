@@ -130,7 +130,7 @@ def test_projection_keeps_what_is_not_banned() -> None:
 def test_a_role_with_an_empty_language_is_rejected_by_name() -> None:
     # a catalogue that can ban every select core (both SELECT ... and VALUES ...)
     catalogue = ConstructCatalogue.from_text(
-        '[statements]\nselect = ["statement: select_stmt"]\n'
+        'dialect = "sqlite"\n[statements]\nselect = ["statement: select_stmt"]\n'
         'write = ["statement: insert_stmt", "statement: update_stmt", "statement: delete_stmt"]\n'
         '[constructs]\ncores = ["select_core"]\n',
         _sqlite(),

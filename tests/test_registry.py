@@ -360,7 +360,9 @@ def test_only_a_non_lexicon_terminal_edit_rolls_the_family_cache_over() -> None:
     text = bundled_grammar_text("sqlite")
 
     def guide(version: str) -> gr.Guide:
-        return gr.compile(gr.Grammar.from_lark(version, "sqlite.lark"), _vocab(), registry=registry)
+        grammar = gr.Grammar.from_lark(version, "sqlite.lark")
+        catalogue = gr.ConstructCatalogue.bundled("sqlite", grammar)  # an edited copy: given
+        return gr.compile(grammar, _vocab(), registry=registry, catalogue=catalogue)
 
     first = guide(text)
     # a lexicon category's L1 regex (one more function): the T1 namespace rolls over, T2 stays

@@ -1,35 +1,54 @@
 """gridrail: grammar-railed decoding (GRID) for LLM-written SQL."""
 
+from gridrail.archive import AlteredArtifactError, ArchiveError, MissingArtifactError
+from gridrail.audit import AuditError, SignatureError
 from gridrail.check import SemanticChecker, Violation
+from gridrail.database import DatabaseError, ExecutionLimitError
+from gridrail.decode import UnmaskedTokenError
 from gridrail.errors import (
     GrammarConflict,
     GrammarError,
     GridrailError,
+    JudgeError,
     LexiconError,
     ParseError,
     PolicyError,
     RegexError,
     SchemaError,
+    UsageError,
 )
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, Matcher, compile
 from gridrail.mask.bitmask import allocate_bitmask
+from gridrail.models import ModelLoadError
+from gridrail.parse.completion import CompletionError
 from gridrail.parse.oracle import Configuration, Oracle
-from gridrail.policy import Policy, Schema
+from gridrail.policy import ConstructCatalogue, Policy, Schema
 from gridrail.registry import Registry
-from gridrail.vocab import Vocabulary
+from gridrail.signing import SigningKeyError
+from gridrail.vocab import Vocabulary, VocabularyError
 
 __all__ = [
+    "AlteredArtifactError",
+    "ArchiveError",
+    "AuditError",
     "CompiledGrammar",
+    "CompletionError",
     "Configuration",
+    "ConstructCatalogue",
+    "DatabaseError",
+    "ExecutionLimitError",
     "Grammar",
     "GrammarConflict",
     "GrammarError",
     "GridrailError",
     "Guide",
+    "JudgeError",
     "LexiconError",
     "Matcher",
+    "MissingArtifactError",
+    "ModelLoadError",
     "Oracle",
     "ParseError",
     "Policy",
@@ -39,8 +58,13 @@ __all__ = [
     "Schema",
     "SchemaError",
     "SemanticChecker",
+    "SignatureError",
+    "SigningKeyError",
+    "UnmaskedTokenError",
+    "UsageError",
     "Violation",
     "Vocabulary",
+    "VocabularyError",
     "allocate_bitmask",
     "compile",
     "compile_grammar",

@@ -194,7 +194,7 @@ def _load_vocabulary(directory: str | os.PathLike[str], fingerprint: str) -> Voc
         with warnings.catch_warnings():  # it was said when the vocabulary was first built
             warnings.simplefilter("ignore", ByteCompletenessWarning)
             vocab = Vocabulary(spellings, doc["eos_token_ids"], source=str(fingerprint))
-    except (ValueError, KeyError, TypeError, GridrailError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError, GridrailError) as exc:
         raise _altered(directory, "vocabulary", fingerprint, f"unreadable ({exc!r})") from None
     if vocab.fingerprint != fingerprint:
         raise _altered(directory, "vocabulary", fingerprint, f"it hashes to {vocab.fingerprint}")
@@ -215,7 +215,7 @@ def _load_lexicons(
             raise ValueError(f"format {doc['format']!r}, expected {LEXICONS_FORMAT!r}")
         lexicons = tuple(_lexicon(row) for row in doc["lexicons"])
         signature = lexicon_signature(compiled, lexicons)[1]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise _altered(directory, "lexicons", fingerprint, f"unreadable ({exc!r})") from None
     if signature != fingerprint:
         raise _altered(directory, "lexicons", fingerprint, f"it hashes to {signature!r}")

@@ -9,12 +9,18 @@ fingerprints and the mode flags, chained the same way.
 The configuration hash is O(1) per step: the stack's rolling hash (carried in stack nodes, never
 a rehash of the stack) mixed with the bounded scan part of the configuration.
 
+A chain alone is unkeyed: whoever edits a log can recompute every hash. A log written with a
+signing key (`AuditLog(signing_key=...)`, `gridrail ask --signing-key`) carries an Ed25519
+signature of the seal's hash — which commits to every record through the chain — and
+`verify(log, public_key)` checks it (`gridrail.signing`; docs/audit.md).
+
 JSONL format (one JSON object per line, keys sorted, no spaces):
   {"type":"record","step":N,"config":HEX,"entry":HEX,"token":ID,"blocked":N,"kind":K,
    "prev":HEX,"hash":HEX}
   ...
   {"type":"seal","stop":REASON,"artifacts":{NAME:FINGERPRINT},"mode":{FLAG:VALUE},
-   "steps":N,"prev":HEX,"hash":HEX}
+   "steps":N,"prev":HEX,"hash":HEX[,"signed_by":KEY_FINGERPRINT,"signature":HEX]}
+The seal's hash is over every field but "hash", "signed_by" and "signature".
 Kinds: "sampled" (chosen by the model), "forced" (a jump-forward token), "reserve" (written by
 the budget trigger), "eos", and "rollback" (token = number of steps undone; entry and config
 are those of the configuration returned to).
@@ -32,12 +38,19 @@ from typing import TYPE_CHECKING
 
 from gridrail.errors import GridrailError
 from gridrail.parse.oracle import Configuration
+from gridrail.signing import fingerprint, seal_signature_holds, sign_seal
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
     from gridrail.guide import Guide, Matcher
 
 GENESIS = hashlib.blake2b(b"gridrail-audit-genesis-v1", digest_size=16).hexdigest()
 KINDS = frozenset({"sampled", "forced", "reserve", "eos", "rollback"})
+UNHASHED_SEAL_FIELDS = frozenset({"hash", "signed_by", "signature"})  # added after hashing
 
 
 class AuditError(GridrailError):
@@ -47,6 +60,11 @@ class AuditError(GridrailError):
     def __init__(self, message: str, step: int | None = None):
         self.step = step
         super().__init__(message if step is None else f"step {step}: {message}")
+
+
+class SignatureError(AuditError):
+    """A log's seal is not signed, or not by the given public key, or its signature does not
+    hold for the chain it closes."""
 
 
 def configuration_hash(cfg: Configuration) -> str:
@@ -72,10 +90,18 @@ class AuditLog:
 
     records: list[dict] = field(default_factory=list)
     seal_record: dict | None = None
+    # the writer's key: `seal` signs with it (never written out, never compared)
+    signing_key: Ed25519PrivateKey | None = field(default=None, repr=False, compare=False)
 
     @property
     def head(self) -> str:
         return self.records[-1]["hash"] if self.records else GENESIS
+
+    @property
+    def signed_by(self) -> object:
+        """The key fingerprint the seal names as its signer (None: unsigned or not sealed).
+        Only `verify(log, public_key)` shows that the signature is that key's."""
+        return self.seal_record.get("signed_by") if self.seal_record else None
 
     def append(self, config: str, entry: str, token: int, blocked: int, kind: str) -> dict:
         if self.seal_record is not None:
@@ -110,6 +136,9 @@ class AuditLog:
             "prev": self.head,
         }
         self.seal_record = {**body, "hash": _chain(body)}
+        if self.signing_key is not None:
+            self.seal_record["signed_by"] = fingerprint(self.signing_key.public_key())
+            self.seal_record["signature"] = sign_seal(self.signing_key, self.seal_record["hash"])
         return self.seal_record
 
     def lines(self) -> list[str]:
@@ -136,6 +165,10 @@ class AuditLog:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise AuditError(f"line {number} is not JSON: {exc.msg}") from None
+            except ValueError as exc:  # e.g. an integer of more digits than Python converts
+                raise AuditError(f"line {number} is not JSON gridrail can read: {exc}") from None
+            except RecursionError:  # json's parser recurses on nesting
+                raise AuditError(f"line {number} nests JSON too deeply to be a log row") from None
             if log.seal_record is not None:
                 raise AuditError(f"line {number} comes after the seal")
             kind = row.get("type") if isinstance(row, dict) else None  # `[1]` is JSON too
@@ -148,28 +181,58 @@ class AuditLog:
         return log
 
 
-def verify(log: AuditLog) -> None:
-    """Raise AuditError at the first record whose chain does not hold (or a missing seal)."""
+def verify(log: AuditLog, public_key: Ed25519PublicKey | None = None) -> None:
+    """Raise AuditError at the first record whose chain does not hold (or a missing seal);
+    with `public_key`, then SignatureError unless the seal carries that key's signature.
+    Without it, a signature the seal carries is not checked: the chain alone is unkeyed."""
     prev = GENESIS
     for position, record in enumerate(log.records):
         body = {k: v for k, v in record.items() if k != "hash"}
         if record.get("step") != position:
             raise AuditError(f"record out of order (says step {record.get('step')})", position)
-        if record.get("prev") != prev or _chain(body) != record.get("hash"):
+        if _chain(body) != record.get("hash"):
             raise AuditError("the hash chain is broken here", position)
+        # each link, not just each record: a record edited and rehashed on its own has a
+        # consistent hash, and only the next record's `prev` still names the original
+        if record.get("prev") != prev:
+            before = f"step {position - 1}" if position else "the genesis"
+            raise AuditError(
+                f"the hash chain is broken here: prev is not the hash of {before}", position
+            )
         if record.get("kind") not in KINDS:
             raise AuditError(f"unknown kind {record.get('kind')!r}", position)
         prev = record["hash"]
     seal = log.seal_record
     if seal is None:
         raise AuditError("the log has no seal", len(log.records))
-    body = {k: v for k, v in seal.items() if k != "hash"}
+    body = {k: v for k, v in seal.items() if k not in UNHASHED_SEAL_FIELDS}
     if (
         seal.get("prev") != prev
         or seal.get("steps") != len(log.records)
         or _chain(body) != seal.get("hash")
     ):
         raise AuditError("the seal does not close this chain", len(log.records))
+    if public_key is not None:
+        _check_signature(seal, public_key)
+
+
+def _check_signature(seal: Mapping[str, object], public_key: Ed25519PublicKey) -> None:
+    """The seal (whose hash `verify` has checked) carries `public_key`'s signature of it."""
+    signer, signature = seal.get("signed_by"), seal.get("signature")
+    if signer is None and signature is None:
+        raise SignatureError(
+            "the log is not signed, so its chain shows only that it is self-consistent "
+            "(anyone who edits it can recompute every hash): sign logs with "
+            "`gridrail ask --signing-key KEY`"
+        )
+    expected = fingerprint(public_key)
+    if signer != expected:
+        raise SignatureError(f"the log is signed by key {signer}, not by the given key {expected}")
+    if not seal_signature_holds(public_key, str(seal["hash"]), signature):
+        raise SignatureError(
+            f"the seal's signature is not key {expected}'s signature of this chain: the log was "
+            "changed after it was signed (its hashes recomputed), or its signature was"
+        )
 
 
 def replay(log: AuditLog, directory: str | os.PathLike[str]) -> int:

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from gridrail.archive import ArchiveError
-from gridrail.audit import AuditError, AuditLog, replay, verify
+from gridrail.audit import AuditError, AuditLog, SignatureError, replay, verify
+from gridrail.database import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, Database, format_table
 from gridrail.errors import GridrailError, ParseError, PolicyError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.parse.oracle import Oracle
+from gridrail.signing import (
+    SigningKeyError,
+    generate_key_pair,
+    load_public_key,
+    load_signing_key,
+    public_path,
+)
 
 DEFAULT_GRAMMAR = "sqlite"
 
@@ -35,9 +44,19 @@ def _statements(lines: TextIO) -> Iterator[tuple[int, str]]:
         yield number, statement
 
 
+def _input_bytes(text: str) -> bytes:
+    """The bytes a text read from a file or the command line stands for: bytes that are not
+    UTF-8, which Python keeps as surrogate escapes, are those bytes again, so the oracle
+    rejects them where they stand (as any other lone surrogate, encoded as it is)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def check_statement(oracle: Oracle, statement: str) -> ParseError | None:
     """None if `statement` is a sentence; otherwise the first error (offset = len at the end)."""
-    data = statement.encode("utf-8")
+    data = _input_bytes(statement)
     try:
         cfg = oracle.feed(oracle.initial, data)
     except ParseError as exc:
@@ -49,17 +68,18 @@ def check_statement(oracle: Oracle, statement: str) -> ParseError | None:
 
 
 def _show_error(out: TextIO, number: int, statement: str, err: ParseError) -> None:
-    data = statement.encode("utf-8")
+    data = _input_bytes(statement)
     column = len(data[: err.offset].decode("utf-8", errors="replace"))
     expected = ", ".join(err.expected) if err.expected else "nothing"
     out.write(f"line {number}: rejected at byte {err.offset}: expected one of: {expected}\n")
-    out.write(f"  {statement}\n  {' ' * column}^\n")
+    out.write(f"  {data.decode('utf-8', errors='replace')}\n  {' ' * column}^\n")
 
 
 def cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     oracle = _oracle(args.grammar)
     accepted = rejected = 0
-    with open(args.file, encoding="utf-8") as f:
+    # (bytes that are not UTF-8 reach the oracle as they are, and are rejected where they are)
+    with open(args.file, encoding="utf-8", errors="surrogateescape") as f:
         for number, statement in _statements(f):
             err = check_statement(oracle, statement)
             if err is None:
@@ -73,7 +93,7 @@ def cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     oracle = _oracle(args.grammar)
-    data = args.prefix.encode("utf-8")
+    data = _input_bytes(args.prefix)
     try:
         cfg = oracle.feed(oracle.initial, data)
     except ParseError as exc:
@@ -109,19 +129,44 @@ def _read_log(path: str) -> AuditLog:
 
 
 def _audit_failure(out: TextIO, path: str, exc: AuditError | ArchiveError) -> int:
-    kind = "the archive cannot back it" if isinstance(exc, ArchiveError) else "not intact"
+    if isinstance(exc, ArchiveError):
+        kind = "the archive cannot back it"
+    elif isinstance(exc, SignatureError):
+        kind = "signature check failed"
+    else:
+        kind = "not intact"
     out.write(f"{path}: {kind}: {exc}\n")
     return 1
 
 
 def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
+    public_key = load_public_key(args.public_key) if args.public_key else None
     try:
         log = _read_log(args.log)
-        verify(log)
+        verify(log, public_key)
     except AuditError as exc:
         return _audit_failure(out, args.log, exc)
     stop = log.seal_record.get("stop")  # type: ignore[union-attr]  # verify: it is sealed
-    out.write(f"{args.log}: chain intact, {len(log.records)} steps, sealed (stop: {stop})\n")
+    out.write(f"{args.log}: chain intact, {len(log.records)} steps, sealed (stop: {stop})")
+    if public_key is not None:
+        out.write(f", signature valid (key {log.signed_by})\n")
+    elif log.signed_by is not None:  # say plainly what was not checked
+        out.write(
+            f"; signed by key {log.signed_by}, but the signature was NOT checked: this checked "
+            "the chain only (pass --public-key KEY.pub to check the signature)\n"
+        )
+    else:
+        out.write("\n")
+    return 0
+
+
+def cmd_audit_keygen(args: argparse.Namespace, out: TextIO) -> int:
+    key_fingerprint = generate_key_pair(args.out)
+    out.write(
+        f"wrote the private key {args.out} (mode 0600: keep it secret, it signs audit seals) "
+        f"and the public key {public_path(args.out)} (give it to whoever verifies)\n"
+        f"public key fingerprint: {key_fingerprint}\n"
+    )
     return 0
 
 
@@ -137,14 +182,17 @@ def cmd_audit_replay(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_ask(args: argparse.Namespace, out: TextIO) -> int:
     # heavy imports (torch via the model) only for this command
-    from gridrail.ask import ask
-    from gridrail.database import Database, format_table
+    from gridrail.ask import ask, database_judge
     from gridrail.guide import compile as compile_guide
     from gridrail.models import load_model
     from gridrail.policy.bundle import Policy
 
+    if args.signing_key and args.audit is None:
+        raise SigningKeyError("--signing-key signs the audit log: give --audit FILE too")
     progress = Progress(sys.stderr)
     database = Database.open(args.db)
+    # a key that cannot be used fails here, before the model loads
+    signing_key = load_signing_key(args.signing_key) if args.signing_key else None
     policy_path = args.policy or _policy_beside(database)
     progress.say(f"reading the schema of {args.db}")
     schema = database.schema()
@@ -160,13 +208,16 @@ def cmd_ask(args: argparse.Namespace, out: TextIO) -> int:
     guide = compile_guide(
         Grammar.bundled(DEFAULT_GRAMMAR), model.vocab, schema=schema, policy=policy, role=role.name
     )
+    judge = database_judge(database, guide.view, policy.fingerprint, judge_role=args.judge_role)
     answer = ask(
         args.question,
         guide,
         model,
         max_tokens=args.max_tokens,
         repair=not args.no_repair,
+        judge=judge,
         audit=args.audit is not None,
+        signing_key=signing_key,
         on_token=progress.tokens,
         on_repair=lambda found: progress.say(
             "the checker rejected the first answer; retrying once: "
@@ -183,7 +234,10 @@ def cmd_ask(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     if args.execute:
         writes = bool(role.statements - {"select"})
-        out.write("\n" + format_table(database.execute(answer.sql, read_only=not writes)) + "\n")
+        result = database.execute(
+            answer.sql, read_only=not writes, timeout_s=args.timeout, max_rows=args.max_rows
+        )
+        out.write("\n" + format_table(result) + "\n")
     return 0
 
 
@@ -244,6 +298,22 @@ class Progress:
             self._counting = False
 
 
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse type: a finite number of `kind` above zero (a limit cannot be switched off)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+            valid = 0 < value < math.inf  # false for nan too
+        except ValueError:
+            valid = False
+        if not valid:
+            raise argparse.ArgumentTypeError(f"not a positive {kind.__name__}: {text!r}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gridrail", description="Grammar-railed decoding for LLM-written SQL."
@@ -270,7 +340,18 @@ def build_parser() -> argparse.ArgumentParser:
     audit = a.add_subparsers(dest="audit_command", required=True)
     v = audit.add_parser("verify", help="is LOG's hash chain intact and sealed")
     v.add_argument("log", metavar="LOG")
+    v.add_argument(
+        "--public-key",
+        metavar="KEY.pub",
+        help="also check that the seal is signed by this key (`audit keygen` wrote it); "
+        "without it only the unkeyed chain is checked",
+    )
     v.set_defaults(run=cmd_audit_verify)
+    k = audit.add_parser(
+        "keygen", help="write a new Ed25519 key pair for signing audit seals (KEY, KEY.pub)"
+    )
+    k.add_argument("--out", required=True, metavar="KEY", help="private key file to create")
+    k.set_defaults(run=cmd_audit_keygen)
     r = audit.add_parser(
         "replay", help="recompute every step of LOG from the artifacts archived in DIR"
     )
@@ -303,9 +384,34 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--execute", action="store_true", help="run the answer and print its rows")
     q.add_argument("--audit", metavar="FILE", help="write the hash-chained audit log here")
     q.add_argument(
+        "--signing-key",
+        metavar="KEY",
+        help="sign the audit log's seal with this private key (`gridrail audit keygen`)",
+    )
+    q.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"with --execute, stop the statement after this long (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    q.add_argument(
+        "--max-rows",
+        type=_positive(int),
+        default=DEFAULT_MAX_ROWS,
+        metavar="N",
+        help=f"with --execute, refuse a result of more rows (default: {DEFAULT_MAX_ROWS})",
+    )
+    q.add_argument(
         "--max-tokens", type=int, default=256, help="token budget of the answer (default: 256)"
     )
     q.add_argument("--no-repair", action="store_true", help="no retry after checker violations")
+    q.add_argument(
+        "--judge-role",
+        metavar="ROLE",
+        help="PostgreSQL: judge answers as this pre-provisioned role instead of creating one "
+        "(which needs CREATEROLE); it may hold no privilege the policy's role lacks",
+    )
     q.add_argument("question", metavar="QUESTION")
     q.set_defaults(run=cmd_ask)
     return parser

@@ -3,19 +3,43 @@ used to run the answer (`gridrail ask --execute`).
 
 `--db` is a SQLite file (any name), a DuckDB file (`.duckdb`, `.ddb`) or a PostgreSQL DSN
 (`postgresql://…` or libpq `key=value` words). Statements run read-only unless the role may
-write, so even a statement the checker missed cannot change data it was not allowed to.
+write, so even a statement the checker missed cannot change data it was not allowed to; on
+SQLite and DuckDB they reach no file but the database (none is attached, read or written).
+Every statement runs under a time limit and a row limit (`DEFAULT_TIMEOUT_S`,
+`DEFAULT_MAX_ROWS`): past either it is stopped, nothing it did is kept (its transaction is
+rolled back), and an `ExecutionLimitError` says which limit it hit. At most one row more than
+the limit is fetched, so the row limit bounds the result's memory (the database's own working
+memory is bounded by the time limit only).
+
+How each database enforces them:
+  SQLite      a progress handler aborts the statement at the deadline; one transaction
+              (inside which SQLite refuses VACUUM, whose INTO form writes a copy of the
+              database to any path); `mode=ro` plus `PRAGMA query_only` for read-only roles;
+              an authorizer refuses ATTACH
+  PostgreSQL  one transaction (`BEGIN READ ONLY` for read-only roles) with
+              `SET LOCAL statement_timeout`; rows are streamed, the rest cancelled
+  DuckDB      a timer thread calls `interrupt()` at the deadline; a `read_only` connection
+              for read-only roles; no external access (files, extensions) for any role
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
-from collections.abc import Sequence
-from contextlib import closing
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
-from gridrail.errors import GridrailError
+from gridrail.errors import GridrailError, UsageError
 from gridrail.policy.schema import Schema
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MAX_ROWS = 10_000
+_SQLITE_PROGRESS_STEPS = 1_000  # virtual-machine instructions between deadline checks
 
 
 class DatabaseError(GridrailError):
@@ -23,11 +47,61 @@ class DatabaseError(GridrailError):
     database's own words)."""
 
 
+class ExecutionLimitError(DatabaseError):
+    """A statement was stopped at an execution limit; `limit` is "time" or "rows". Nothing
+    it did was kept (its transaction was rolled back)."""
+
+    def __init__(self, limit: str, message: str):
+        self.limit = limit
+        super().__init__(message)
+
+
 @dataclass(frozen=True)
 class QueryResult:
     columns: tuple[str, ...]  # empty for a statement that returns no rows
     rows: tuple[tuple, ...]
     changed: int  # rows changed by a write (-1 when the database does not say)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long one statement may run and how many rows it may return."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_rows: int = DEFAULT_MAX_ROWS
+
+    def __post_init__(self) -> None:
+        # no "unlimited": a statement that may run forever is what the limits exist to stop
+        number = isinstance(self.timeout_s, (int, float)) and not isinstance(self.timeout_s, bool)
+        if not (number and 0 < self.timeout_s < math.inf):
+            raise UsageError(f"timeout_s must be a positive number of seconds: {self.timeout_s!r}")
+        count = isinstance(self.max_rows, int) and not isinstance(self.max_rows, bool)
+        if not (count and self.max_rows >= 1):
+            raise UsageError(f"max_rows must be a positive integer: {self.max_rows!r}")
+
+    @property
+    def fetch(self) -> int:
+        """Rows to fetch: one more than the limit shows whether the limit was passed."""
+        return self.max_rows + 1
+
+    def within(self, rows: Sequence[tuple]) -> Sequence[tuple]:
+        """`rows` (at most `fetch` of them), or the row-limit error when there are too many."""
+        if len(rows) > self.max_rows:
+            raise ExecutionLimitError(
+                "rows",
+                f"the statement returned more than {self.max_rows} rows (the row limit) and was "
+                "stopped; nothing it did was kept: add a LIMIT or narrow it, or raise the limit "
+                "(--max-rows N, max_rows=)",
+            )
+        return rows
+
+    def time_error(self) -> ExecutionLimitError:
+        return ExecutionLimitError(
+            "time",
+            f"the statement ran longer than {self.timeout_s:g} s (the time limit) and was "
+            "stopped; nothing it did was kept: narrow it, or raise the limit "
+            "(--timeout SECONDS, timeout_s=)",
+        )
 
 
 @dataclass(frozen=True)
@@ -52,44 +126,115 @@ class Database:
             return Schema.from_duckdb(self.location)
         return Schema.from_sqlite(self.location)
 
-    def execute(self, sql: str, *, read_only: bool = True) -> QueryResult:
+    def execute(
+        self,
+        sql: str,
+        *,
+        read_only: bool = True,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_rows: int = DEFAULT_MAX_ROWS,
+    ) -> QueryResult:
+        """Run one statement within the limits (ExecutionLimitError past either; UsageError
+        for a limit that is not positive and finite)."""
+        limits = Limits(timeout_s, max_rows)
         runner = {"sqlite": _sqlite, "duckdb": _duckdb, "postgres": _postgres}[self.kind]
-        return runner(self.location, sql, read_only)
+        return runner(self.location, sql, read_only, limits)
 
 
-def _sqlite(path: str, sql: str, read_only: bool) -> QueryResult:
+class _Deadline:
+    """A point in time; `passed()` remembers that it was seen passed (SQLite's progress
+    handler, which aborts the statement when it answers true)."""
+
+    def __init__(self, seconds: float):
+        self._at = time.monotonic() + seconds
+        self.hit = False
+
+    def passed(self) -> bool:
+        self.hit = self.hit or time.monotonic() >= self._at
+        return self.hit
+
+
+def _no_attach(action: int, *_names: object) -> int:
+    """SQLite authorizer: no statement opens (or creates) another database file."""
+    return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
+
+
+def _sqlite(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult:
     uri = f"{Path(path).resolve().as_uri()}?mode={'ro' if read_only else 'rw'}"
+    deadline = _Deadline(limits.timeout_s)
     try:
-        with closing(sqlite3.connect(uri, uri=True)) as db:
+        # isolation_level=None: our own BEGIN, also around statements Python would autocommit
+        # (e.g. `WITH … DELETE … RETURNING`), so that a stopped statement is rolled back
+        connection = sqlite3.connect(uri, uri=True, timeout=limits.timeout_s, isolation_level=None)
+        with closing(connection) as db:
+            if read_only:
+                db.execute("PRAGMA query_only = 1")  # beside mode=ro: no write through any path
+            db.set_authorizer(_no_attach)
+            db.set_progress_handler(deadline.passed, _SQLITE_PROGRESS_STEPS)
+            db.execute("BEGIN")
             cursor = db.execute(sql)
-            result = _result(cursor.description, cursor.fetchall(), cursor.rowcount)
-            db.commit()
+            rows = limits.within(cursor.fetchmany(limits.fetch)) if cursor.description else []
+            result = _result(cursor.description, rows, cursor.rowcount)
+            cursor.close()
+            db.execute("COMMIT")  # only now: closing without it rolls back
             return result
     except sqlite3.Error as exc:
+        if deadline.hit:
+            raise limits.time_error() from None
         raise DatabaseError(f"SQLite: {exc}") from None
 
 
-def _duckdb(path: str, sql: str, read_only: bool) -> QueryResult:
+@contextmanager
+def _interrupt_after(seconds: float, interrupt: Callable[[], None]) -> Iterator[None]:
+    """Call `interrupt` from a timer thread if the block is still running after `seconds`."""
+    timer = threading.Timer(seconds, interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()  # never interrupt a connection after the block has closed it
+
+
+def _duckdb(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult:
     import duckdb
 
     try:
-        with duckdb.connect(path, read_only=read_only) as conn:
-            cursor = conn.execute(sql)
-            rows = cursor.fetchall() if cursor.description else []
-            return _result(cursor.description, rows, -1)
+        config = {"enable_external_access": False}  # no files but this one, no extensions
+        with duckdb.connect(path, read_only=read_only, config=config) as conn:
+            with _interrupt_after(limits.timeout_s, conn.interrupt):
+                conn.begin()  # closing without the commit rolls back a statement that was stopped
+                cursor = conn.execute(sql)
+                rows = limits.within(cursor.fetchmany(limits.fetch)) if cursor.description else []
+                result = _result(cursor.description, rows, -1)  # before COMMIT replaces it
+                conn.commit()
+            return result
+    except duckdb.InterruptException:  # only our timer interrupts this connection
+        raise limits.time_error() from None
     except duckdb.Error as exc:
         raise DatabaseError(f"DuckDB: {exc}") from None
 
 
-def _postgres(dsn: str, sql: str, read_only: bool) -> QueryResult:
+def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResult:
     import psycopg
 
+    started = time.monotonic()
     try:
+        # one transaction, committed when the block ends and rolled back when it raises
         with psycopg.connect(dsn, connect_timeout=10) as conn:
-            conn.read_only = read_only
-            cursor = conn.execute(sql)
-            rows = cursor.fetchall() if cursor.description else []
+            conn.read_only = read_only  # BEGIN READ ONLY
+            milliseconds = max(1, math.ceil(limits.timeout_s * 1000))
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", [str(milliseconds)])
+            cursor = conn.cursor()
+            # streamed row by row; closing the stream early cancels the rest of the statement
+            with closing(cursor.stream(sql)) as stream:
+                rows = limits.within(list(islice(stream, limits.fetch)))
             return _result(cursor.description, rows, cursor.rowcount)
+    except psycopg.errors.QueryCanceled:
+        if time.monotonic() - started >= limits.timeout_s:  # the server's clock started later
+            raise limits.time_error() from None
+        raise DatabaseError("PostgreSQL: the statement was cancelled") from None
     except psycopg.Error as exc:
         raise DatabaseError(f"PostgreSQL: {str(exc).strip()}") from None
 

@@ -44,6 +44,13 @@ class GrammarConflict(GrammarError):
         )
 
 
+class UsageError(GridrailError, TypeError, ValueError):
+    """A gridrail function was called with an argument it cannot take: the wrong type (a float
+    or a string as a token id, bytes as SQL text) or a value out of range. It is also a
+    TypeError and a ValueError, so callers written against the built-in exceptions still catch
+    it."""
+
+
 class ParseError(GridrailError):
     """Input bytes are not a viable prefix of the language.
 
@@ -78,3 +85,9 @@ class SchemaError(GridrailError):
 class LexiconError(GridrailError):
     """A schema name cannot be written in the grammar's identifier terminal (precondition
     W_c ⊆ R_c of the paper's §2 fails), so it could never be generated."""
+
+
+class JudgeError(GridrailError):
+    """A database judge cannot be set up or cannot judge (no connection, a privilege it needs
+    is missing, a judging role that could read more than the policy lets the role see). Nothing
+    is executed: a statement no judge could vouch for is not run."""

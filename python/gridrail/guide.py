@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import operator
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gridrail.audit import AuditLog, configuration_hash
 from gridrail.check.checker import SemanticChecker, Violation
-from gridrail.errors import ParseError
+from gridrail.check.sqlite_judge import SqliteJudge
+from gridrail.errors import ParseError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.mask.bitmask import TokenSet, words_per_row
@@ -32,6 +34,7 @@ from gridrail.mask.normal_form import NormalForm
 from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.registry import (
     Registry,
     shared_compiled_grammar,
@@ -41,7 +44,7 @@ from gridrail.registry import (
     shared_trie,
 )
 from gridrail.vocab.trie import TokenTrie, build_trie
-from gridrail.vocab.vocabulary import Vocabulary
+from gridrail.vocab.vocabulary import Vocabulary, VocabularyError
 
 if TYPE_CHECKING:
     from gridrail.policy.bundle import Policy
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
     from gridrail.policy.view import SchemaView
 
 MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the mask stays singleton
+# What `Matcher.accept_tokens` may call the tokens it records (replay passes "eos" back in).
+TOKEN_KINDS = ("sampled", "forced", "reserve", "eos")
 
 
 class Guide:
@@ -71,6 +76,7 @@ class Guide:
         self.view = view  # what the role sees of the schema (None: no schema)
         self._dialect = dialect  # the L1 grammar the role's language was cut from
         self._checker: SemanticChecker | None = None
+        self._judge: SqliteJudge | None = None  # SQLite's binder, over a SQLite schema
         self.oracle = Oracle(compiled)
         self.lexicons = tuple(lexicons)  # the L3 lexicons compiled into this guide's grammar
         self.keys = KeyMaker(self.oracle, *lexicon_signature(compiled, lexicons))
@@ -82,10 +88,11 @@ class Guide:
         if trie is None:
             trie = build_trie(vocab.all_token_bytes, vocab.fingerprint)
         elif trie.fingerprint != vocab.fingerprint:
-            raise ValueError("the token trie was built for another vocabulary")
+            raise UsageError("the token trie was built for another vocabulary")
         self.trie = trie
         self.completer = Completer(self.oracle)
         self._eos = frozenset(vocab.eos_token_ids)
+        _require_a_first_token(self)
 
     def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
         """A matcher; with `max_tokens`, one that keeps every generation inside that budget;
@@ -165,8 +172,18 @@ class Guide:
         """Named violations of a finished statement ([] = clean): first whether it is in this
         guide's language at all (a statement from elsewhere may not be), then — with a schema —
         what no mask can enforce (Proposition 11: column policy, alias binding), judged on the
-        dialect's parse so that names the role cannot even spell are reported by name."""
-        data = sql.encode("utf-8")
+        dialect's parse so that names the role cannot even spell are reported by name. Over a
+        SQLite schema, SQLite's own binder judges the statement too (`check.sqlite_judge`):
+        what it reads that the role may not and the checker did not report, or that SQLite
+        cannot prepare it at all, is a violation as well (listed last: it spans the whole
+        statement)."""
+        if not isinstance(sql, str):
+            raise UsageError(
+                f"check takes the statement as a str, not {type(sql).__name__}"
+                + (" (decode the bytes first)" if isinstance(sql, bytes | bytearray) else "")
+            )
+        # (a lone surrogate encodes to bytes that are not UTF-8, which no sentence holds)
+        data = sql.encode("utf-8", "surrogatepass")
         error = self.oracle.first_error(data)
         if error is None and not self.oracle.accepts(data):
             error = len(data)
@@ -178,10 +195,17 @@ class Guide:
         if self._checker is None:
             dialect = shared_compiled_grammar(self._dialect) if self._dialect else self.compiled
             self._checker = SemanticChecker(dialect, self.view)
+        if self._judge is None and self.view.schema.dialect == "sqlite":
+            self._judge = SqliteJudge(self.view)
+        judged: list[Violation] = []  # they span the whole statement: after the located ones
         # not a statement of the dialect either: the first violation already says where
         with contextlib.suppress(ParseError):
-            violations.extend(self._checker.check(sql))
-        return sorted(violations, key=lambda v: (v.start, v.end))
+            found = self._checker.check(sql)
+            violations.extend(found)
+            # too complex for the checker: SQLite would take as long (exponentially) to prepare it
+            if self._judge is not None and all(v.kind != "statement_too_complex" for v in found):
+                judged = self._judge.violations(sql, found)
+        return sorted(violations, key=lambda v: (v.start, v.end)) + judged
 
     def completion(self, cfg: Configuration) -> list[int]:
         """Tokens of a shortest legal completion at `cfg`, ending with EOS (Proposition 9's
@@ -197,10 +221,14 @@ def compile(
     policy: Policy | None = None,
     role: str | None = None,
     registry: Registry | None = None,
+    catalogue: ConstructCatalogue | None = None,
 ) -> Guide:
     """A Guide for `grammar` over `vocab`. With a policy (and `role`, unless the policy has
     one role) the language is the role's projection (L2); with a schema its identifiers are the
     names the role may see (L3). A grammar given already compiled is used as it is.
+    `catalogue` is the grammar's policy surface (statement kinds, constructs, capabilities,
+    lexicon categories): a bundled grammar has its own; any other grammar needs one for a
+    policy or a schema (`ConstructCatalogue.from_file(path, grammar)`).
 
     The role's language and its compiled grammar come from `registry` (default: the process-wide
     one), built once per fingerprint however many guides and threads ask for them (§6.3)."""
@@ -213,11 +241,14 @@ def compile(
             vocab,
             trie=shared_trie(vocab, registry),
             cache=shared_mask_cache(grammar, vocab, "", registry),
-            family_cache=shared_family_cache(dialect, vocab, registry),
+            family_cache=shared_family_cache(dialect, vocab, registry, catalogue),
         )
     if isinstance(grammar, CompiledGrammar):
-        raise TypeError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
-    language, view, lexicons = shared_role_language(grammar, policy, role, schema, registry)
+        raise UsageError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
+    catalogue = ConstructCatalogue.resolve(grammar, catalogue)
+    language, view, lexicons = shared_role_language(
+        grammar, policy, role, schema, registry, catalogue
+    )
     compiled = shared_compiled_grammar(language, registry)
     _, lexicon_fingerprint = lexicon_signature(compiled, lexicons)
     return Guide(
@@ -228,7 +259,7 @@ def compile(
         lexicons,
         trie=shared_trie(vocab, registry),
         cache=shared_mask_cache(compiled, vocab, lexicon_fingerprint, registry),
-        family_cache=shared_family_cache(grammar, vocab, registry),
+        family_cache=shared_family_cache(grammar, vocab, registry, catalogue),
     )
 
 
@@ -273,6 +304,10 @@ class Matcher:
     """
 
     def __init__(self, guide: Guide, max_tokens: int | None = None, audit: AuditLog | None = None):
+        if max_tokens is not None:
+            max_tokens = _integer_argument("max_tokens", max_tokens)
+        if audit is not None and not isinstance(audit, AuditLog):
+            raise UsageError(f"audit must be an AuditLog, not {type(audit).__name__}")
         self.guide = guide
         self.max_tokens = max_tokens
         self.audit = audit  # when given, every accepted token and rollback is recorded
@@ -287,7 +322,7 @@ class Matcher:
         if max_tokens is not None:
             reserve = len(guide.completion(guide.oracle.initial))
             if max_tokens < reserve:
-                raise ValueError(
+                raise UsageError(
                     f"max_tokens={max_tokens} is below the reserve: the shortest sentence of this "
                     f"grammar takes {reserve} tokens (EOS included) in this vocabulary"
                 )
@@ -336,19 +371,35 @@ class Matcher:
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
         """Write the current mask into row `row` of an `allocate_bitmask` array."""
         width = words_per_row(self.guide.vocab.size)
+        if not isinstance(bitmask, np.ndarray):
+            raise UsageError(
+                f"bitmask must be a NumPy int32 array of shape (batch, {width}), not "
+                f"{type(bitmask).__name__} (use gridrail.allocate_bitmask)"
+            )
         if bitmask.ndim != 2 or bitmask.shape[1] != width or bitmask.dtype != np.int32:
-            raise ValueError(
+            raise UsageError(
                 f"bitmask must be an int32 array of shape (batch, {width}); "
                 f"got {bitmask.dtype} {bitmask.shape} (use gridrail.allocate_bitmask)"
             )
+        row = _integer_argument("row", row)
+        if not -len(bitmask) <= row < len(bitmask):
+            raise UsageError(f"row {row} is outside the bitmask's {len(bitmask)} rows")
         bitmask[row, :] = self.allowed().words()
 
     # -- advancing
-    def _check_id(self, token_id: int) -> None:
-        if not 0 <= token_id < self.guide.vocab.size:
-            raise ValueError(
-                f"token id {token_id} is outside the vocabulary (0..{self.guide.vocab.size - 1})"
+    def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:
+        """`token_ids` as Python ints, each a token id of the vocabulary: Python and NumPy
+        integers are ids; bools, floats and strings are not (UsageError)."""
+        if isinstance(token_ids, str | bytes | bytearray) or not isinstance(token_ids, Iterable):
+            raise UsageError(
+                f"token ids come as a sequence of integers, not {type(token_ids).__name__}"
             )
+        size = self.guide.vocab.size
+        ids = [_integer_argument("a token id", token_id) for token_id in token_ids]
+        for token_id in ids:
+            if not 0 <= token_id < size:
+                raise UsageError(f"token id {token_id} is outside the vocabulary (0..{size - 1})")
+        return ids
 
     def _advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
         """The configuration after one non-EOS token, or None if it is not allowed."""
@@ -359,28 +410,33 @@ class Matcher:
 
     def validate_tokens(self, token_ids: Sequence[int]) -> list[int]:
         """The longest prefix of `token_ids` that would be accepted, without advancing."""
+        return self._valid_prefix(self._checked_ids(token_ids))
+
+    def _valid_prefix(self, token_ids: list[int]) -> list[int]:
         cfg, terminated = self.configuration, self._terminated
         for n, token_id in enumerate(token_ids):
-            self._check_id(token_id)
             if terminated:
-                return list(token_ids[:n])
+                return token_ids[:n]
             if self.guide.is_eos(token_id):
                 if not self.guide.oracle.eos_ok(cfg):
-                    return list(token_ids[:n])
+                    return token_ids[:n]
                 terminated = True
                 continue
             nxt = self._advance(cfg, token_id)
             if nxt is None:
-                return list(token_ids[:n])
+                return token_ids[:n]
             cfg = nxt
-        return list(token_ids)
+        return token_ids
 
     def accept_tokens(self, token_ids: Sequence[int], kind: str = "sampled") -> bool:
         """Advance over all of `token_ids`, or over none of them and return False (a token
         outside the mask, or one that would break the budget invariant). `kind` is what the
         audit log calls these tokens: "sampled", "forced" (jump-forward) or "reserve" (the
         budget trigger's completion); an EOS is always recorded as "eos"."""
-        if len(self.validate_tokens(token_ids)) != len(token_ids):
+        if kind not in TOKEN_KINDS:
+            raise UsageError(f"kind must be one of {', '.join(TOKEN_KINDS)}, not {kind!r}")
+        token_ids = self._checked_ids(token_ids)
+        if len(self._valid_prefix(token_ids)) != len(token_ids):
             return False
         if not self._within_budget(token_ids):
             return False
@@ -426,8 +482,9 @@ class Matcher:
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (EOS included)."""
+        num_tokens = _integer_argument("num_tokens", num_tokens)
         if not 0 <= num_tokens < len(self._history):
-            raise ValueError(
+            raise UsageError(
                 f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
             )
         if num_tokens:
@@ -465,3 +522,29 @@ class Matcher:
             forced.append(ids[0])
             cfg = nxt
         return forced
+
+
+def _integer_argument(name: str, value: object) -> int:
+    """`value` as an int: Python and NumPy integers are integers; bools are not (True is no
+    token id), nor are floats (10.5) or strings ("5")."""
+    if not isinstance(value, bool | np.bool_):
+        with contextlib.suppress(TypeError):
+            return operator.index(value)  # type: ignore[arg-type]
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+    raise UsageError(f"{name} must be an integer, not {type(value).__name__} ({shown})")
+
+
+def _require_a_first_token(guide: Guide) -> None:
+    """Refuse, when the guide is made, a vocabulary that cannot start any sentence (only EOS and
+    special tokens, or tokens of another alphabet): its first mask would be empty."""
+    oracle = guide.oracle
+    if oracle.eos_ok(oracle.initial):  # the empty sentence: EOS alone is an output
+        return
+    if guide.trie.first_token(oracle.initial, oracle.step) is not None:
+        return
+    raise VocabularyError(
+        f"{guide.vocab.source}: no token of this vocabulary can begin a sentence of "
+        f"{guide.compiled.grammar.name} (its {len(guide.vocab.special_ids)} ids without a "
+        f"spelling aside, no token's bytes are a viable prefix); use the tokenizer of the "
+        "model that will generate"
+    )

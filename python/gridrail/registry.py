@@ -247,7 +247,10 @@ def shared_mask_cache(
 
 
 def shared_family_cache(
-    dialect: Grammar, vocab: Vocabulary, registry: Registry | None = None
+    dialect: Grammar,
+    vocab: Vocabulary,
+    registry: Registry | None = None,
+    catalogue: ConstructCatalogue | None = None,
 ) -> MaskCache[NormalFormEntry]:
     """The cross-family (T2) mask cache of every role language of `dialect` (any role, any
     schema) over `vocab`.
@@ -260,25 +263,31 @@ def shared_family_cache(
     editing a lexicon category's L1 regex (a function list, say) supersedes the T1 caches but
     not this one: its keys name the automata they were walked on, so such an edit only changes
     the keys of the states where that terminal is live, and the other entries stay good.
-    Editing another terminal rolls the dialect's T2 namespace over."""
+    Editing another terminal rolls the dialect's T2 namespace over. `catalogue` names the
+    lexicon categories (default: a bundled grammar's own catalogue)."""
     registry = _or_default(registry)
     family = registry.get(
-        ("dialect-family", dialect.fingerprint, dialect.name), lambda: family_fingerprint(dialect)
+        ("dialect-family", dialect.fingerprint, dialect.name, _fingerprint(catalogue)),
+        lambda: family_fingerprint(dialect, catalogue),
     )
     key = ("family-mask-cache", family, vocab.fingerprint)
     registry.rollover(("family-mask-cache", dialect.name, vocab.fingerprint), key)
     return registry.get(key, MaskCache)
 
 
-def family_fingerprint(dialect: Grammar) -> str:
+def family_fingerprint(dialect: Grammar, catalogue: ConstructCatalogue | None = None) -> str:
     """BLAKE2b-128 (hex) of the lexical definitions shared by every role language of `dialect`:
     the terminals other than its lexicon categories (index, name, pattern, flags, class), the
-    categories' indices, the ignored set and the declared non-category terminals. A dialect
-    without a construct catalogue has no lexicon categories."""
-    try:
-        categories = {c.terminal for c in ConstructCatalogue.for_grammar(dialect).lexicons}
-    except PolicyError:
-        categories = set()
+    categories' indices, the ignored set and the declared non-category terminals. The categories
+    are `catalogue`'s, else the dialect's own; a dialect without a construct catalogue has
+    none."""
+    if catalogue is not None:  # one given for another grammar is an error, not "no categories"
+        categories = {c.terminal for c in ConstructCatalogue.resolve(dialect, catalogue).lexicons}
+    else:
+        try:
+            categories = {c.terminal for c in ConstructCatalogue.for_grammar(dialect).lexicons}
+        except PolicyError:
+            categories = set()
     terminals = [
         [t.index, t.name, t.pattern, t.flags, t.priority, t.is_literal]
         for t in dialect.terminals
@@ -300,19 +309,31 @@ def shared_role_language(
     role: str | None = None,
     schema: Schema | None = None,
     registry: Registry | None = None,
+    catalogue: ConstructCatalogue | None = None,
 ) -> tuple[Grammar, SchemaView | None, tuple[Lexicon, ...]]:
-    """`role_language(grammar, policy, role, schema)`, built once per (grammar, policy, role,
-    schema) fingerprints. The role is resolved first (a single-role policy needs no name), so
-    naming that role or not shares one build; an unknown role raises before any build."""
+    """`role_language(grammar, policy, role, schema, catalogue)`, built once per (grammar,
+    policy, role, schema, catalogue) fingerprints. The role and the catalogue are resolved first
+    (a single-role policy needs no name, a bundled grammar no catalogue), so naming them or not
+    shares one build; an unknown role, or a grammar without a catalogue, raises before any
+    build."""
     chosen = select_role(policy, role)
+    if chosen is not None or schema is not None:
+        catalogue = ConstructCatalogue.resolve(grammar, catalogue)
     key = (
         "language",
         grammar.fingerprint,
         policy.fingerprint if policy else "",
         chosen.name if chosen else "",
         schema.fingerprint if schema else "",
+        _fingerprint(catalogue),
     )
-    return _or_default(registry).get(key, lambda: role_language(grammar, policy, role, schema))
+    return _or_default(registry).get(
+        key, lambda: role_language(grammar, policy, role, schema, catalogue)
+    )
+
+
+def _fingerprint(catalogue: ConstructCatalogue | None) -> str:
+    return catalogue.fingerprint if catalogue is not None else ""
 
 
 def _or_default(registry: Registry | None) -> Registry:

@@ -18,25 +18,65 @@ What counts as reading a column:
   * NATURAL JOIN and USING compare the shared columns of both sides;
   * a double-quoted string where an expression stands: SQLite reads `"salary"` as the column
     salary when one is in scope (and as a string otherwise), so it is a `double_quoted_column`
-    when that column is hidden.
+    when that column is hidden;
+  * SQLite's row key (`rowid`, `oid`, `_rowid_`): the INTEGER PRIMARY KEY column it is an alias
+    of, where the snapshot says there is one (else the implicit key, which policy treats as a
+    column named rowid); where it may not know (a schema written by hand; a FROM subquery, whose
+    row key depends on SQLite's version), the key is readable only if every column is, and a
+    bare name is judged wherever it may bind.
+
+A CTE's body is bound as SQLite binds it: where a FROM item reads it, as a subquery there (its
+free names bind in the queries around that FROM, so each read binds it again: past
+MAX_CTE_BINDINGS, `statement_too_complex`). Its own body reads it only as SQLite allows (once,
+from the FROM of a recursive SELECT, whose columns are then the anchor's); any other reference
+from inside is a `circular_reference`, which SQLite refuses too.
+
+What a role may do, beyond seeing names (a guide's mask enforces the first three too; the
+checker names them for statements from elsewhere):
+  * `statement_not_allowed`: a statement of a kind the role does not hold;
+  * `conflict_not_allowed`: OR REPLACE / REPLACE INTO deletes the row a new or changed row
+    conflicts with (and an INSERT then writes over it), so it needs delete and update;
+  * `read_not_allowed`: reading is the select capability, in every statement — a column
+    reference in a WHERE, SET value, RETURNING or subquery, `*`, a table in a FROM, a
+    double-quoted name that binds to a column — so a role without select may not read at all
+    (the columns an INSERT or SET writes are not reads);
+  * `table_not_writable`: an INSERT / UPDATE / DELETE target outside the role's `writes` (its
+    tables are one lexicon, read and written alike, so only the checker can tell).
 
 Violation kinds: unknown_table, table_not_visible, unknown_column, column_not_visible,
-ambiguous_column, unbound_qualifier, function_not_allowed, double_quoted_column.
+ambiguous_column, unbound_qualifier, function_not_allowed, double_quoted_column,
+circular_reference, statement_too_complex, statement_not_allowed, conflict_not_allowed,
+read_not_allowed, table_not_writable.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from gridrail.check.scopes import Cte, Lookup, Scope, Source
+from gridrail.check.scopes import ROWID_KEYS, Cte, Lookup, Scope, Source
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.tree import Token, Tree, parse_tree
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 
 _LISTED = 20  # names listed in a message before "and N more"
+# CTE bodies bound per statement at most: each read binds one again, so CTEs that read each
+# other from nested queries take exponentially many (as they do SQLite, preparing them)
+MAX_CTE_BINDINGS = 256
+MAX_NESTING = 64
+"""Query blocks and joins nested inside each other that the binder follows (it recurses once per
+level, so deeper statements are refused as `statement_too_complex` rather than exhausting
+Python's stack; SQLite's own parser stops at a few hundred levels too)."""
+_NESTING_LABELS = frozenset({"select_stmt", "join", "parenthesized_join"})
+# The sqlite grammar's statement nodes, by the catalogue's statement kind they are.
+_STATEMENT_KINDS = {
+    "select_stmt": "select",
+    "insert_stmt": "insert",
+    "update_stmt": "update",
+    "delete_stmt": "delete",
+}
 _UNBOUND = frozenset({"unknown_column", "unbound_qualifier", "ambiguous_column"})
 _SELECT_CLAUSES = frozenset({"with_clause", "order_by_clause", "limit_clause"})
 
@@ -69,8 +109,19 @@ class SemanticChecker:
         is not a sentence of the grammar."""
         tree = parse_tree(self.compiled, sql)  # one parser per grammar, shared by checkers
         binder = _Binder(self.view, sql.encode("utf-8"))
+        depth = _nesting(tree)
+        if depth > MAX_NESTING:
+            binder.report(
+                "statement_too_complex",
+                f"the statement nests {depth} queries or joins inside each other; at most "
+                f"{MAX_NESTING} are checked — write it with fewer levels (a CTE, or a join "
+                "instead of a nested subquery)",
+                tree,
+            )
+            return binder.violations
         binder.statement(tree.children[0])
-        return sorted(binder.violations, key=lambda v: (v.start, v.end))
+        # a CTE read from several scopes binds its body once in each: say each thing once
+        return sorted(dict.fromkeys(binder.violations), key=lambda v: (v.start, v.end))
 
 
 Span = Tree | Token
@@ -85,10 +136,16 @@ class _Binder:
         self.rules = view.schema.rules
         self.data = data
         self.violations: list[Violation] = []
+        self.cte_bindings = 0
 
     # -- statements
 
     def statement(self, node: Tree) -> None:
+        kind = _STATEMENT_KINDS.get(node.label)
+        if self.view.role is not None and (kind is None or not self.view.may_hold(kind)):
+            self.statement_not_allowed(node, kind)
+        if kind is None:  # a statement this checker does not know how to bind
+            return
         if node.label == "select_stmt":
             self.select_stmt(node, None, ChainMap())
         elif node.label == "insert_stmt":
@@ -97,8 +154,9 @@ class _Binder:
             self.update_or_delete(node)
 
     def insert(self, node: Tree) -> None:
-        ctes = self.with_clause(node.child("with_clause"), None, ChainMap())
+        ctes = self.with_clause(node.child("with_clause"), ChainMap())
         scope = Scope(None, ctes)
+        self.conflict_resolution(node.child("insert_verb"))
         target = self.target(node, scope)
         listed = node.child("column_name_list")
         query = node.child("insert_source")  # None: DEFAULT VALUES, which writes no value
@@ -107,14 +165,15 @@ class _Binder:
                 self.target_column(target, column)
         elif query is not None:
             (name,) = node.terminals("TABLE_NAME")
-            self.read_every_column(target, name, "INSERT without a column list writes")
+            self.read_every_column(target, name, "INSERT without a column list writes", reads=False)
         if query is not None:
             self.select_stmt(query.trees()[0], None, ctes)
         self.returning(node, scope)
 
     def update_or_delete(self, node: Tree) -> None:
         """UPDATE and DELETE: the target (with its alias), FROM items, SET, WHERE, RETURNING."""
-        scope = Scope(None, self.with_clause(node.child("with_clause"), None, ChainMap()))
+        scope = Scope(None, self.with_clause(node.child("with_clause"), ChainMap()))
+        self.conflict_resolution(node.child("conflict_resolution"))
         target = self.target(node, scope)
         from_clause = node.child("from_clause")
         if from_clause is not None:
@@ -133,17 +192,44 @@ class _Binder:
         """The table an INSERT / UPDATE / DELETE writes (never a CTE), added to `scope`."""
         (name,) = node.terminals("TABLE_NAME")
         alias = _alias(node)
-        source = self.table_source(name, alias, self.schema_table(name))
+        table = self.schema_table(name)
+        if table is not None and not self.view.may_write_table(table.name):
+            writable = _listing(t.name for t in self.view.writable_tables)
+            self.report(
+                "table_not_writable",
+                f'table "{table.name}" is read-only for {self.role()}: its INSERT, UPDATE and '
+                f"DELETE statements may target only {writable}",
+                name,
+                table.name,
+            )
+        source = self.table_source(name, alias, table)
         scope.sources.append(source)
         return source
 
     def target_column(self, target: Source, column: Token) -> None:
-        """A column of the target named in an INSERT column list or an UPDATE SET."""
+        """A column of the target named in an INSERT column list or an UPDATE SET: written,
+        not read, but the role must see it."""
         name = target.column(self.key(column.text))
         if name is None:
             self.unknown_column_of(target, column, column)
         else:
-            self.read(target, name, column)
+            self.require_visible(target, name, column)
+
+    def conflict_resolution(self, node: Tree | None) -> None:
+        """OR REPLACE (or REPLACE INTO) deletes the existing row a new or changed row
+        conflicts with, and an INSERT writes over it: it needs delete and update."""
+        if node is None:
+            return
+        replace = next((t for t in node.tokens() if t.terminal == "REPLACE"), None)
+        missing = [kind for kind in ("delete", "update") if not self.view.may_hold(kind)]
+        if replace is not None and missing:
+            self.report(
+                "conflict_not_allowed",
+                f"REPLACE conflict resolution deletes the row that conflicts (and an INSERT "
+                f"writes over it), so it needs {' and '.join(missing)}, which {self.role()} "
+                "does not hold; use OR IGNORE, OR ABORT or a plain statement instead",
+                replace,
+            )
 
     def returning(self, node: Tree, scope: Scope) -> None:
         clause = node.child("returning_clause")
@@ -152,12 +238,22 @@ class _Binder:
 
     # -- SELECT
 
-    def select_stmt(self, node: Tree, outer: Scope | None, ctes: ChainMap) -> Columns | None:
+    def select_stmt(
+        self, node: Tree, outer: Scope | None, ctes: ChainMap, recursive: Cte | None = None
+    ) -> Columns | None:
         """Bind a whole SELECT (WITH, compound cores, ORDER BY, LIMIT) and return the names of
-        its result columns (None when they cannot be known)."""
-        ctes = self.with_clause(node.child("with_clause"), outer, ctes)
+        its result columns (None when they cannot be known). `recursive`: the CTE this is the
+        body of; its recursive SELECTs are bound once the anchor has given its columns."""
+        ctes = self.with_clause(node.child("with_clause"), ctes)
         body = next(c for c in node.trees() if c.label not in _SELECT_CLAUSES)
-        cores = [self.select_core(core, outer, ctes) for core in _compound_cores(body)]
+        parts = _compound_cores(body)
+        first = len(parts) if recursive is None else self.first_recursive(parts, recursive.key)
+        cores: list[tuple[Scope, Columns | None]] = []
+        for n, (_, core) in enumerate(parts):
+            if recursive is not None and n == first:  # the anchor is bound: it has the columns
+                anchor = cores[0][1]
+                recursive.columns = anchor if recursive.declared is None else recursive.declared
+            cores.append(self.select_core(core, outer, ctes, recursive if n >= first else None))
         order_by = node.child("order_by_clause")
         if order_by is not None and len(cores) == 1:
             self.order_by(order_by, cores[0][0])
@@ -168,9 +264,9 @@ class _Binder:
             self.expression(limit, Scope(None, ctes))
         return cores[0][1]
 
-    def with_clause(self, node: Tree | None, outer: Scope | None, ctes: ChainMap) -> ChainMap:
-        """The CTEs of a WITH. As in SQLite, each body sees every CTE of its WITH: itself (for
-        recursion) and later ones too."""
+    def with_clause(self, node: Tree | None, ctes: ChainMap) -> ChainMap:
+        """The CTEs of a WITH, bound where they are read. As in SQLite, each body sees every
+        CTE of its WITH: itself (for recursion) and later ones too."""
         if node is None:
             return ctes
         ctes = ctes.new_child()
@@ -178,27 +274,70 @@ class _Binder:
             listed = cte.child("cte_column_list")
             declared = None if listed is None else self.names(listed.terminals("COLUMN_ALIAS"))
             (query,) = cte.trees("select_stmt")
-            ctes[self.key(cte.terminals("CTE_NAME")[0].text)] = Cte(query, declared, outer, ctes)
-        for cte in ctes.maps[0].values():
-            self.cte_columns(cte)
+            key = self.key(cte.terminals("CTE_NAME")[0].text)
+            ctes[key] = Cte(key, query, declared, ctes)
         return ctes
 
-    def cte_columns(self, cte: Cte) -> Columns | None:
-        """The columns of a CTE, binding its body the first time it is needed."""
-        if not cte.binding:
+    def cte_reference(self, cte: Cte, name: Token, scope: Scope) -> Columns | None:
+        """The columns of a CTE a FROM item of `scope` names, its body bound as a FROM subquery
+        there (once per enclosing scope). From inside its own body only a recursive SELECT may
+        read it, once (else SQLite reports a circular reference)."""
+        outer = scope.parent
+        if not cte.binding and outer not in cte.bound:
+            self.cte_bindings += 1
+            if self.cte_bindings > MAX_CTE_BINDINGS:
+                if self.cte_bindings == MAX_CTE_BINDINGS + 1:  # said once
+                    self.report(
+                        "statement_too_complex",
+                        f"the statement's CTEs are read inside each other so often that "
+                        f"binding them takes more than {MAX_CTE_BINDINGS} passes (SQLite's "
+                        "too, preparing it); read each CTE in fewer places",
+                        name,
+                    )
+                return None
             cte.binding = True
-            body = self.select_stmt(cte.query, cte.outer, cte.ctes)
-            cte.columns, cte.bound = (body if cte.declared is None else cte.declared), True
-        return cte.columns if cte.bound else cte.declared
+            body = self.select_stmt(cte.query, outer, cte.ctes, cte)
+            cte.binding = False
+            cte.bound[outer] = body if cte.declared is None else cte.declared
+        if not cte.binding:
+            return cte.bound[outer]
+        if scope.recursive is cte and not scope.recursion_read:
+            scope.recursion_read = True
+            return cte.columns
+        written = self.rules.unquote(name.text)[0]
+        self.report(
+            "circular_reference",
+            f'CTE "{written}" is read inside its own definition, which SQLite refuses: only a '
+            "recursive SELECT (one after the first, joined by UNION or UNION ALL) may read it, "
+            "once, in its own FROM; read it outside its definition, or join the data instead",
+            name,
+        )
+        return None  # unknown: names that would bind to it were reported with it
+
+    def first_recursive(self, parts: list[tuple[Tree | None, Tree]], key: str) -> int:
+        """Where the recursive SELECTs of the CTE `key` begin among a body's cores (len(parts)
+        if it has none). SQLite's rule: from the last core leftwards, while the operator
+        before a core is the last one, a UNION or UNION ALL, and the core's own FROM names
+        the CTE."""
+        last = _operator(parts[-1][0])
+        first = len(parts)
+        while first > 1 and last[0] == "union" and _operator(parts[first - 1][0]) == last:
+            core = parts[first - 1][1]
+            from_clause = core.child("from_clause")
+            named = () if from_clause is None else _from_table_names(from_clause)
+            if not any(self.key(token.text) == key for token in named):
+                break
+            first -= 1
+        return first
 
     def select_core(
-        self, core: Tree, outer: Scope | None, ctes: ChainMap
+        self, core: Tree, outer: Scope | None, ctes: ChainMap, recursive: Cte | None = None
     ) -> tuple[Scope, Columns | None]:
         """One SELECT ... FROM ... WHERE ... GROUP BY ... HAVING, or a VALUES list. Result
         aliases become visible after the result columns, so WHERE, GROUP BY and HAVING (not
         FROM or the result columns) may use them, as SQLite allows; GROUP BY terms cannot
-        reach outer queries."""
-        scope = Scope(outer, ctes)
+        reach outer queries. `recursive`: the CTE this core is a recursive SELECT of."""
+        scope = Scope(outer, ctes, recursive=recursive)
         if core.label == "values_clause":
             self.expression(core, scope)
             width = len(core.trees("value_row")[0].trees("expr_list")[0].trees())
@@ -244,7 +383,8 @@ class _Binder:
         return columns, aliases
 
     def star_sources(self, item: Tree, scope: Scope) -> list[Source]:
-        """The sources `*` (all of this core's) or `T.*` (one of them) expands."""
+        """The sources `*` (all of this core's) or `T.*` (each named T: SQLite expands every
+        one, where two FROM items share the name) expands."""
         qualifier = item.terminals("QUALIFIER")
         if not qualifier:
             return list(scope.sources)
@@ -252,7 +392,7 @@ class _Binder:
         found = [s for s in scope.sources if s.key == key]
         if not found:
             self.unbound_qualifier(qualifier[0], scope)
-        return found[:1]
+        return found
 
     def output_name(self, node: Span, scope: Scope) -> tuple[str, str]:
         """(key, name) of a result column: its alias, the column it reads (a double-quoted
@@ -371,16 +511,23 @@ class _Binder:
         if node.label == "subquery_table":
             (query,) = node.trees("select_stmt")
             columns = self.select_stmt(query, scope.parent, scope.ctes)
+            # SQLite gives a FROM subquery a row key (NULL) in some versions
+            sqlite = self.view.schema.dialect == "sqlite"
             if alias is None:
-                return Source(None, None, "subquery", None, columns)
+                return Source(None, None, "subquery", None, columns, sqlite, sqlite)
             name = self.rules.unquote(alias.text)[0]
-            return Source(self.key(alias.text), name, "subquery", None, columns)
+            return Source(self.key(alias.text), name, "subquery", None, columns, sqlite, sqlite)
         (name,) = node.terminals("TABLE_NAME")
         key = self.key(name.text)
-        if key in scope.ctes:  # a CTE shadows a table of the same name
-            columns = self.cte_columns(scope.ctes[key])
+        # in a recursive SELECT its CTE's name is the CTE; elsewhere a CTE shadows a table
+        cte = scope.recursive if scope.recursive and scope.recursive.key == key else None
+        if cte is not None or key in scope.ctes:
+            columns = self.cte_reference(cte or scope.ctes[key], name, scope)
             return Source(*self.source_name(name, alias), None, columns)
-        return self.table_source(name, alias, self.schema_table(name))
+        table = self.schema_table(name)
+        if table is not None and not self.view.may_read:  # count(*) reads the table too
+            self.read_not_allowed(name, f'table "{table.name}"', table.name)
+        return self.table_source(name, alias, table)
 
     def source_name(self, name: Token, alias: Token | None) -> tuple[str, str, str]:
         """(qualifier key, qualifier name, origin) of a FROM item naming a table or CTE."""
@@ -389,13 +536,25 @@ class _Binder:
         return self.key(qualifier.text), self.rules.unquote(qualifier.text)[0], written
 
     def table_source(self, name: Token, alias: Token | None, table: Table | None) -> Source:
-        """The source for a schema table; without one (unknown or hidden: reported) its
-        columns are unknown."""
+        """The source for a schema table (`table`: None if it is unknown or hidden, which was
+        reported). A hidden one keeps its real columns, so that a name it lacks binds further
+        out, as in SQLite, and is judged there; its own are neither judged nor listed again.
+        One the schema lacks (SQLite refuses the statement) has unknown columns."""
         named = self.source_name(name, alias)
+        secret = table is None
+        table = table or self.view.schema.table(name.text)
         if table is None:
             return Source(*named, None, None)
         columns = {self.rules.catalog_key(c.name): c.name for c in table.columns}
-        return Source(*named, table, columns, has_rowid=self.view.schema.dialect == "sqlite")
+        sqlite = self.view.schema.dialect == "sqlite"
+        return Source(
+            *named,
+            None if secret else table,
+            columns,
+            has_rowid=sqlite and table.has_rowid is not False,
+            rowid_uncertain=sqlite and table.has_rowid is None,
+            secret=secret,
+        )
 
     def schema_table(self, name: Token) -> Table | None:
         """The schema table `name` denotes, if it exists and the role may see it (else the
@@ -468,6 +627,10 @@ class _Binder:
         else:
             source = found.sources[0]
             self.read(source, source.column(key) or key, column)
+        if key in ROWID_KEYS:  # with guessed row keys it may bind elsewhere: judge those too
+            for other in scope.row_key_candidates(key):
+                if other not in found.sources:
+                    self.read(other, other.column(key) or key, column)
 
     def double_quoted(self, node: Tree, scope: Scope) -> None:
         """A double-quoted string reads the column of that name if one is in scope."""
@@ -478,23 +641,36 @@ class _Binder:
         name = self.rules.unquote(token.text)[0]
         key = self.rules.key(name, True)
         found = scope.lookup(key)
-        if len(found.sources) > 1:
+        if len(found.sources) > 1 and found.sources[0].has_column(key):
             self.ambiguous(token, name, name, found.sources)
             return
-        for source in found.sources:
-            column = source.column(key) or key
-            if source.table is not None and not self.may_read(source, column):
-                self.report(
-                    "double_quoted_column",
-                    f'{token.text} in double quotes reads column "{column}" of table '
-                    f'"{source.table.name}" (SQLite takes a double-quoted name for a column '
-                    f"in scope), which {self.role()} may not see; for a string, use single "
-                    f"quotes: {_single_quoted(name)}",
-                    token,
-                    table=source.table.name,
-                    column=column,
-                )
-                return
+        if len(found.sources) == 1:  # (several row keys: SQLite takes it for a string)
+            self.quoted_read(found.sources[0], key, token)
+        if key in ROWID_KEYS:  # as in `bind`
+            for other in scope.row_key_candidates(key):
+                if other not in found.sources:
+                    self.quoted_read(other, key, token)
+
+    def quoted_read(self, source: Source, key: str, token: Token) -> None:
+        """A double-quoted string `token` that binds to the column `key` of `source`."""
+        table = source.table
+        if table is None:
+            return
+        column = self.column_read(table, source.column(key) or key)
+        if not self.view.may_read:
+            what = f'{token.text} in double quotes (column "{column}" of "{table.name}")'
+            self.read_not_allowed(token, what, table.name, column)
+        elif not self.may_read(source, column):
+            self.report(
+                "double_quoted_column",
+                f'{token.text} in double quotes reads column "{column}" of table '
+                f'"{table.name}" (SQLite takes a double-quoted name for a column in scope), '
+                f"which {self.role()} may not see; for a string, use single quotes: "
+                f"{_single_quoted(self.rules.unquote(token.text)[0])}",
+                token,
+                table=table.name,
+                column=column,
+            )
 
     def function_call(self, node: Tree) -> None:
         (token,) = node.terminals("FUNCTION_NAME")
@@ -511,43 +687,67 @@ class _Binder:
     # -- policy and reports
 
     def may_read(self, source: Source, column: str) -> bool:
-        """Only tables are under policy: what a subquery or CTE selects was judged in it.
-        SQLite's rowid is the INTEGER PRIMARY KEY column when the table has one, and the
-        snapshot does not say which column that is, so rowid is readable only when every
-        column of the table is."""
+        """Only tables are under policy: what a subquery or CTE selects was judged in it."""
         table = source.table
         if table is None:
             return True
         if table.column(column, self.rules) is None:  # rowid, oid, _rowid_
-            return all(self.view.may_see_column(table.name, c.name) for c in table.columns)
+            return may_read_row_key(self.view, table)
         return self.view.may_see_column(table.name, column)
 
+    def column_read(self, table: Table, column: str) -> str:
+        """The column of `table` that a reference to `column` reads: itself, or for a row key
+        name the INTEGER PRIMARY KEY it is an alias of (else "rowid", the implicit key), as
+        SQLite's authorizer names it too."""
+        if table.column(column, self.rules) is not None:
+            return column
+        return table.rowid_column or "rowid"
+
     def read(self, source: Source, column: str, span: Span) -> None:
-        """A reference to `column` of `source`."""
+        """A reference to `column` of `source` that reads it: the role needs select, and
+        must see the column."""
+        table = source.table
+        if table is not None and not self.view.may_read:
+            what = f'column "{column}" of table "{table.name}"'
+            self.read_not_allowed(span, what, table.name, self.column_read(table, column))
+            return
+        self.require_visible(source, column, span)
+
+    def require_visible(self, source: Source, column: str, span: Span) -> None:
+        """A reference to `column` of `source` (read or written): the role must see it."""
         table = source.table
         if table is None or self.may_read(source, column):
             return
+        read = self.column_read(table, column)
+        row_key = table.column(column, self.rules) is None
         why = ""
-        if table.column(column, self.rules) is None:
+        if row_key and table.has_rowid is None:
             why = f" ({column} may be its INTEGER PRIMARY KEY, and some of its columns are hidden)"
+        elif row_key:
+            key = "its INTEGER PRIMARY KEY" if table.rowid_column else "its implicit row key"
+            why = f' (which "{column}" reads: SQLite\'s row key is {key})'
         visible = _listing(c.name for c in self.view.columns(table))
         self.report(
             "column_not_visible",
-            f'column "{column}" of table "{table.name}" is not visible to {self.role()}{why}; '
+            f'column "{read}" of table "{table.name}"{why} is not visible to {self.role()}; '
             f"visible columns: {visible}",
             span,
             table=table.name,
-            column=column,
+            column=read,
         )
 
-    def read_every_column(self, source: Source, span: Span, verb: str) -> None:
-        """`*`, `T.*`, or an INSERT without a column list: every column of a table."""
+    def read_every_column(self, source: Source, span: Span, verb: str, reads: bool = True) -> None:
+        """`*`, `T.*` (`reads`), or an INSERT without a column list (it writes): every column
+        of a table."""
         table = source.table
         if table is None:
             return
         visible = _listing(c.name for c in self.view.columns(table))
         for column in table.columns:
-            if not self.may_read(source, column.name):
+            if reads and not self.view.may_read:
+                what = f'{verb} every column, so column "{column.name}" of table "{table.name}"'
+                self.read_not_allowed(span, what, table.name, column.name)
+            elif not self.may_read(source, column.name):
                 self.report(
                     "column_not_visible",
                     f'{verb} every column of table "{table.name}", including "{column.name}", '
@@ -557,6 +757,31 @@ class _Binder:
                     table=table.name,
                     column=column.name,
                 )
+
+    def read_not_allowed(
+        self, span: Span, what: str, table: str, column: str | None = None
+    ) -> None:
+        """A read by a role that does not hold select (so there is a role)."""
+        kinds = _listing(sorted(self.view.role.statements))  # type: ignore[union-attr]
+        self.report(
+            "read_not_allowed",
+            f"{what} would be read, and reading any table or column needs select, which "
+            f"{self.role()} does not hold (it holds: {kinds}); write without reading: no "
+            "column, table, RETURNING or subquery over a table",
+            span,
+            table=table,
+            column=column,
+        )
+
+    def statement_not_allowed(self, node: Tree, kind: str | None) -> None:
+        """A statement of a kind the role does not hold (so there is a role)."""
+        held = _listing(k.upper() for k in sorted(self.view.role.statements))  # type: ignore[union-attr]
+        what = kind.upper() if kind else f"a {node.label} statement"
+        self.report(
+            "statement_not_allowed",
+            f"{what} is not a statement {self.role()} may write; it may write: {held}",
+            next(node.tokens()),
+        )
 
     def unknown_column(self, column: Token, scope: Scope) -> None:
         name = self.rules.unquote(column.text)[0]
@@ -608,6 +833,8 @@ class _Binder:
 
     def column_names(self, source: Source) -> str:
         """The columns a message may list for a source: what the role sees of a table."""
+        if source.secret:
+            return "none (it is hidden)"
         if source.table is not None:
             return _listing(c.name for c in self.view.columns(source.table))
         return _listing(source.columns.values()) if source.columns is not None else "unknown"
@@ -644,14 +871,45 @@ class _Binder:
         return self.data[span.start : span.end].decode("utf-8", "surrogateescape")
 
 
-def _compound_cores(body: Tree) -> list[Tree]:
-    """The SELECT cores of a compound (left-nested `compound` nodes), left to right."""
-    cores = []
+def _nesting(tree: Tree) -> int:
+    """The most `_NESTING_LABELS` nodes on one root-to-leaf path (iteratively: the tree may be
+    deep)."""
+    deepest = 0
+    pending = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        depth += node.label in _NESTING_LABELS
+        deepest = max(deepest, depth)
+        pending.extend((child, depth) for child in node.trees())
+    return deepest
+
+
+def _compound_cores(body: Tree) -> list[tuple[Tree | None, Tree]]:
+    """The SELECT cores of a compound (left-nested `compound` nodes), left to right, each with
+    the operator before it (None for the first)."""
+    parts: list[tuple[Tree | None, Tree]] = []
     while body.label == "compound":
-        body, _, core = body.trees()
-        cores.append(core)
-    cores.append(body)
-    return cores[::-1]
+        body, operator, core = body.trees()
+        parts.append((operator, core))
+    parts.append((None, body))
+    return parts[::-1]
+
+
+def _operator(node: Tree | None) -> tuple[str, bool]:
+    """A compound operator as (union | intersect | except_, ALL?); ("", False) for none."""
+    return ("", False) if node is None else (node.label, bool(node.terminals("ALL")))
+
+
+def _from_table_names(from_clause: Tree) -> Iterator[Token]:
+    """The table (or CTE) names of a FROM's own items, parenthesized joins included, not those
+    inside its subqueries."""
+    pending = list(from_clause.trees())
+    while pending:
+        node = pending.pop()
+        if node.label == "table":
+            yield node.terminals("TABLE_NAME")[0]
+        elif node.label in ("join", "parenthesized_join"):
+            pending.extend(node.trees())
 
 
 def _alias(node: Tree) -> Token | None:
@@ -660,11 +918,24 @@ def _alias(node: Tree) -> Token | None:
 
 
 def _exposing(sources: list[Source], key: str) -> list[Source]:
-    return [s for s in sources if s.is_known and s.exposes(key)]
+    """The known sources a NATURAL / USING column binds to: a real column, never the row key."""
+    return [s for s in sources if s.columns is not None and key in s.columns and s.exposes(key)]
 
 
 def _exposed(sources: list[Source], key: str) -> bool:
-    return any(s.exposes(key) for s in sources)
+    """Has a side of a join the column USING names (a real one: never the row key)?"""
+    return any(s.exposes(key) and (s.columns is None or key in s.columns) for s in sources)
+
+
+def may_read_row_key(view: SchemaView, table: Table) -> bool:
+    """May the role read the row key of `table` (`rowid`, `oid`, `_rowid_`)? It is the INTEGER
+    PRIMARY KEY column where the table has one; else the implicit key, which policy sees as a
+    column named rowid (an allow-list that does not name it hides it). A schema written by hand
+    does not say which it is, so then every column must be visible, and rowid too."""
+    if table.has_rowid is None:
+        names = [c.name for c in table.columns] + ["rowid"]
+        return all(view.may_see_column(table.name, name) for name in names)
+    return view.may_see_column(table.name, table.rowid_column or "rowid")
 
 
 def _listing(names: Iterable[str]) -> str:

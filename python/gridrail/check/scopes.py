@@ -11,6 +11,13 @@ scope, then among that scope's result-column aliases, then one scope further out
 one scope having the column make it ambiguous. A qualified name binds in the innermost scope
 that has a source of that name (the alias if the FROM item has one, else the table or CTE name)
 with that column, so an inner alias does not hide an outer one of the same name.
+
+SQLite's row key (`rowid`, `oid`, `_rowid_`, where no real column has the name) is a column of a
+table or view that has one (the snapshot says which: not a WITHOUT ROWID table) and, in some
+SQLite versions, of a FROM subquery; never of a CTE. A row key name binds in the innermost scope
+where some source has a row key, if exactly one source there has; with several, only a real
+column further out can still take it (SQLite counts the row keys it passes), failing which it is
+refused. Where no source has one, the name binds outwards like any other.
 """
 
 from __future__ import annotations
@@ -20,11 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gridrail.parse.tree import Tree
-from gridrail.policy.schema import Table
+from gridrail.policy.schema import ROW_KEY_NAMES, Table
 
-ROWID_KEYS = frozenset({"rowid", "oid", "_rowid_"})
-"""SQLite's implicit row key, a column of every table and view unless a real column has the name
-(the schema does not say which tables are WITHOUT ROWID)."""
+ROWID_KEYS = frozenset(ROW_KEY_NAMES)
 
 
 @dataclass(eq=False)
@@ -33,8 +38,8 @@ class Source:
 
     ``columns`` maps each column's key to its name (catalog spelling for a table, the name a
     subquery or CTE gives it otherwise), in order; None when it cannot be known (the table does
-    not exist or may not be read: that was reported, and a lookup succeeds silently rather
-    than report every column of it again).
+    not exist, a CTE is read circularly: that was reported, and a lookup succeeds silently
+    rather than report every column of it again).
     """
 
     key: str | None  # what a qualifier must denote; None: a subquery without an alias
@@ -42,8 +47,13 @@ class Source:
     origin: str  # what the item reads: a table or CTE name as written, or "subquery"
     table: Table | None  # a schema table or view: reading its columns is under policy
     columns: dict[str, str] | None
-    has_rowid: bool = False  # a SQLite table or view: `rowid` is one of its columns
+    has_rowid: bool = False  # SQLite: `rowid` is one of its columns (where no real one is)
+    # ...but that is a guess: a schema written by hand does not say which tables are WITHOUT
+    # ROWID, and whether this SQLite gives a FROM subquery one depends on its version. Then
+    # the name binds here or outwards, and both are judged.
+    rowid_uncertain: bool = False
     hidden: set[str] = field(default_factory=set)  # keys merged into a left source by USING
+    secret: bool = False  # a table the role may not see (reported): its columns bind, unjudged
 
     @property
     def label(self) -> str:
@@ -68,20 +78,32 @@ class Source:
         """Can a bare name bind here (a column merged by USING / NATURAL binds to the left)?"""
         return key not in self.hidden and self.column(key) is not None
 
+    def has_column(self, key: str) -> bool:
+        """A real column (not the row key) of a known source."""
+        return self.columns is not None and key in self.columns
+
 
 @dataclass(eq=False)
 class Cte:
-    """A common table expression of a WITH. Its body is bound the first time the CTE is needed,
-    which may be before its turn: a body may read a CTE defined after it. While its own body is
-    being bound (recursion), its columns are the declared ones, or unknown."""
+    """A common table expression of a WITH. As SQLite does, its body is bound where a FROM item
+    reads it, as a FROM subquery there (so names it does not bind bind in the queries around
+    that FROM), once for each scope it is read in; never, if nothing reads it. A body may read
+    a CTE defined after it.
 
+    While its own body is being bound, SQLite lets it be read only by its recursive SELECTs
+    (the rightmost cores of a UNION [ALL] compound, joined by the operator of the last one,
+    that name it in their own FROM), once each; those are bound after the anchor (the cores
+    before them), whose first core names the columns unless the CTE declares them. Any other
+    reference from inside is circular, an error."""
+
+    key: str  # its name's key
     query: Tree
     declared: dict[str, str] | None  # the column list `name(a, b)`, if given
-    outer: Scope | None  # the scope the WITH's statement is nested in
     ctes: ChainMap[str, Cte]  # the CTEs its body sees: its WITH's, and enclosing ones
-    columns: dict[str, str] | None = None  # once bound
-    binding: bool = False
-    bound: bool = False
+    columns: dict[str, str] | None = None  # once the anchor is bound
+    binding: bool = False  # its body is being bound
+    # its columns, by the scope its body was bound in (that of each FROM that reads it)
+    bound: dict[Scope | None, dict[str, str] | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -100,6 +122,10 @@ class Scope:
     ctes: ChainMap[str, Cte]  # the CTEs visible here, by key
     sources: list[Source] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)  # set once the result columns are
+    # a recursive SELECT of this CTE: a FROM item of its name reads it (SQLite matches the name,
+    # whatever a WITH inside declares), once
+    recursive: Cte | None = None
+    recursion_read: bool = False
 
     def local(self) -> Scope:
         """This scope cut from the enclosing ones: SQLite binds GROUP BY and ORDER BY terms
@@ -127,12 +153,47 @@ class Scope:
 
     def lookup(self, key: str) -> Lookup:
         """Bind a bare column name. A source that could not be known takes a name only when no
-        known source of its scope does, so one unknown table causes one report, not many."""
+        known source of its scope does, so one unknown table causes one report, not many (it
+        is not known because it was reported). A real column wins over a row key. A row key
+        name binds where the first source with a row key is, if it is the only one there;
+        with several, no row key further out binds it any more, only a real column, and
+        failing one the name is ambiguous (SQLite counts them: "no such column")."""
+        crowded: tuple[Source, ...] = ()  # sources with a row key, several in one scope
         for scope in self.levels():
             found = [s for s in scope.sources if s.exposes(key)]
             known = tuple(s for s in found if s.is_known)
-            if known or found:
-                return Lookup(known or (found[0],))
+            real = tuple(s for s in known if s.has_column(key))
+            if real:
+                return Lookup(real)
+            if found and not known:
+                return Lookup((found[0],))
+            if known and not crowded:  # row keys
+                if len(known) == 1:
+                    return Lookup(known)
+                crowded = known
             if key in scope.aliases:
                 return Lookup(alias=True)
-        return Lookup()
+        return Lookup(crowded)
+
+    def row_key_candidates(self, key: str) -> list[Source]:
+        """Every source a row key name may bind to, whichever of the guessed row keys
+        (`rowid_uncertain`) exist; `lookup` takes them all to exist."""
+        candidates: list[Source] = []
+        row_keys_bind = True  # until a scope has several for certain
+        for scope in self.levels():
+            found = [s for s in scope.sources if s.exposes(key)]
+            real = [s for s in found if s.has_column(key)]
+            if real or any(not s.is_known for s in found):
+                return candidates + real
+            sure = [s for s in found if not s.rowid_uncertain]
+            maybe = [s for s in found if s.rowid_uncertain]
+            if row_keys_bind and len(sure) == 1:  # it binds here, unless a guessed one is too
+                candidates.append(sure[0])
+                if not maybe:
+                    return candidates
+            elif row_keys_bind and not sure:
+                candidates += maybe  # each may be the only one
+            row_keys_bind = row_keys_bind and not sure
+            if key in scope.aliases:
+                return candidates
+        return candidates

@@ -21,11 +21,21 @@ from gridrail.grammar.regex_syntax import (
     Ranges,
     Repeat,
     parse_regex,
+    quote_pattern,
 )
 
 DEAD = -1
-# A bound on Thompson NFA size, so that e.g. "\w{1000}" fails clearly instead of exhausting memory.
+# Bounds on one pattern's automata, so that a pattern too large to compile fails with a
+# RegexError in seconds instead of exhausting time or memory. The Thompson NFA is linear in
+# the pattern ("\w{1000}" still fits). The subset construction can be exponential: the DFA of
+# "(a|b)*a(a|b){20}" has 2^21 states. Its work (the NFA states its closures visit plus the
+# edges it splits) grows with the DFA's states times their sizes and bounds its time (about a
+# second) and the memory of its subsets; the state bound caps the transition tables (1 KiB per
+# state). A schema lexicon at the NFA bound (some 2,500 SQLite names, each in four spellings)
+# takes half that work and two thirds of those states.
 MAX_NFA_STATES = 250_000
+MAX_DFA_STATES = 100_000
+MAX_SUBSET_WORK = 1_000_000
 
 # A byte range (inclusive) and the state it leads to.
 Edge = tuple[int, int, int]
@@ -80,10 +90,8 @@ def compile_regex(pattern: str, flags: str = "", *, minimize: bool = True) -> By
     tree = parse_regex(pattern, flags)
     try:
         rows, accepting = _determinize(tree)
-    except _TooLarge:
-        raise RegexError(
-            f"pattern expands to more than {MAX_NFA_STATES} automaton states (in /{pattern}/)"
-        ) from None
+    except _TooLarge as too_large:
+        raise RegexError(f"{too_large} (in {quote_pattern(pattern)})") from None
     class_of, table = _class_table(rows)
     num_classes = class_of[-1] + 1
     if not minimize:
@@ -146,7 +154,7 @@ def _split_utf8(lo: int, hi: int, out: list[tuple[tuple[int, int], ...]]) -> Non
 
 
 class _TooLarge(Exception):
-    pass
+    """A bound on the automata was reached; the message says which."""
 
 
 class _NFA:
@@ -158,7 +166,7 @@ class _NFA:
 
     def state(self) -> int:
         if len(self.edges) >= MAX_NFA_STATES:
-            raise _TooLarge
+            raise _TooLarge(f"pattern expands to more than {MAX_NFA_STATES} automaton states")
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -229,6 +237,17 @@ def _determinize(tree: Node) -> tuple[list[list[Edge]], list[bool]]:
     important = [bool(edges) for edges in nfa.edges]
     important[final] = True
     closures: dict[frozenset[int], frozenset[int]] = {}
+    work = 0
+
+    def spend(steps: int) -> None:
+        nonlocal work
+        work += steps
+        if work > MAX_SUBSET_WORK:
+            raise _TooLarge(
+                f"the pattern's DFA blows up: building it takes more than {MAX_SUBSET_WORK} "
+                "steps (a bounded repeat after an unbounded one, as in (a|b)*a(a|b){20}, can "
+                "need 2^21 states)"
+            )
 
     def closure(states: frozenset[int]) -> frozenset[int]:
         found = closures.get(states)
@@ -240,6 +259,7 @@ def _determinize(tree: Node) -> tuple[list[list[Edge]], list[bool]]:
                     if nxt not in seen:
                         seen.add(nxt)
                         stack.append(nxt)
+            spend(len(seen))
             found = closures[states] = frozenset(q for q in seen if important[q])
         return found
 
@@ -247,8 +267,12 @@ def _determinize(tree: Node) -> tuple[list[list[Edge]], list[bool]]:
     ids = {keys[0]: 0}
     rows: list[list[Edge]] = []
     for key in keys:  # grows while iterating
+        if len(keys) > MAX_DFA_STATES:
+            raise _TooLarge(f"the pattern's DFA has more than {MAX_DFA_STATES} states")
         row: list[Edge] = []
-        for lo, hi, targets in _segments([e for q in key for e in nfa.edges[q]]):
+        edges = [e for q in key for e in nfa.edges[q]]
+        spend(len(edges))
+        for lo, hi, targets in _segments(edges):
             target_key = closure(targets)
             if not target_key:
                 continue

@@ -10,9 +10,10 @@ has (templates, ``%override``, ``%extend``) is rejected with a GrammarError nami
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 
-from gridrail.errors import GrammarError
+from gridrail.errors import GrammarError, UsageError
 
 # ---------------------------------------------------------------------------------------------
 # Syntax tree
@@ -168,6 +169,9 @@ def _tokenize(text: str, source: str) -> list[_Tok]:
 # Parser (recursive descent)
 
 _STRING_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
+# Groups and optionals nest at most this deep: the parser and the loader read expressions
+# recursively, and a refused grammar is better than a RecursionError. Real grammars nest a few.
+MAX_NESTING = 100
 
 
 def _unescape_string(body: str, tok: _Tok, source: str) -> str:
@@ -190,7 +194,16 @@ def _unescape_string(body: str, tok: _Tok, source: str) -> str:
                 raise GrammarError(
                     f"bad \\{nxt} escape in string {tok.text}", tok.line, tok.column, source
                 )
-            out.append(chr(int(digits, 16)))
+            code = int(digits, 16)
+            if code > sys.maxunicode:
+                raise GrammarError(
+                    f"bad \\{nxt} escape in string {tok.text}: U+{code:X} is beyond U+10FFFF, "
+                    "the last code point",
+                    tok.line,
+                    tok.column,
+                    source,
+                )
+            out.append(chr(code))
             i += 2 + width
         else:  # \" \\ and any other escaped character stand for themselves
             out.append(nxt)
@@ -203,6 +216,7 @@ class _Parser:
         self.source = source
         self.toks = _tokenize(text, source)
         self.i = 0
+        self.depth = 0  # open groups and optionals around the current atom
 
     # -- token helpers
     @property
@@ -394,8 +408,15 @@ class _Parser:
     def atom(self) -> Node | None:
         tok = self.tok
         if tok.kind == "OP" and tok.text in "([":
+            if self.depth >= MAX_NESTING:
+                raise self.error(
+                    f"groups and optionals nest more than {MAX_NESTING} deep here; "
+                    "split the expression into rules"
+                )
             self.take()
+            self.depth += 1
             inner = self.choice(allow_alias=False)
+            self.depth -= 1
             if tok.text == "(":
                 self.expect(")")
                 return inner
@@ -442,4 +463,6 @@ class _Parser:
 
 def parse_lark(text: str, source: str = "<grammar>") -> GrammarText:
     """Parse Lark grammar text into its syntax tree; GrammarError on malformed input."""
+    if not isinstance(text, str):
+        raise UsageError(f"grammar text is a str, not {type(text).__name__}")
     return _Parser(text, source).parse()

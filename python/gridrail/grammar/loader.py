@@ -8,6 +8,7 @@ LALR(1) here with the same productions.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -31,6 +32,7 @@ from gridrail.grammar.lark_syntax import (
 )
 from gridrail.grammar.model import Grammar, Production, TerminalDef
 from gridrail.grammar.reduce import reduce_grammar
+from gridrail.grammar.regex_syntax import MAX_GROUP_NESTING
 
 # Readable names for anonymous punctuation terminals (the names Lark users know).
 _PUNCTUATION_NAMES = {
@@ -43,6 +45,14 @@ _PUNCTUATION_NAMES = {
 }  # fmt: skip
 
 _MAX_REPEAT = 50  # `x ~ n..m` is expanded naively; larger counts are refused, not approximated
+# Lark's expansion multiplies (each `[x]` in a sequence doubles a rule's alternatives), so one
+# rule may expand to at most this many; the bundled grammar's largest has 130.
+_MAX_ALTERNATIVES = 10_000
+# A terminal's definition is turned into one regex recursively, through the terminals it
+# names: at most this many levels of groups and references (past them the regex could not
+# nest its groups anyway: MAX_GROUP_NESTING).
+_MAX_TERMINAL_DEPTH = 2 * MAX_GROUP_NESTING
+_MAX_TERMINAL_PATTERN = 1_000_000  # characters of one terminal's composed regex
 
 BUNDLED_MODULES = ("common",)  # importable with %import; not grammars of their own
 
@@ -226,11 +236,13 @@ class _Loader:
             if name in self.declared and name not in self.terminal_defs:
                 return _TerminalSpec("", "", False, 0)
             d = self.terminal_defs[name]
-            spec = self._compile_terminal(d, visiting=())
+            spec = self._compile_terminal(d, visiting=(), depth=0)
             self.specs[name] = spec
         return spec
 
-    def _compile_terminal(self, d: Definition, visiting: tuple[str, ...]) -> _TerminalSpec:
+    def _compile_terminal(
+        self, d: Definition, visiting: tuple[str, ...], depth: int
+    ) -> _TerminalSpec:
         if d.name in visiting:
             cycle = " -> ".join((*visiting, d.name))
             raise self.error(f"terminal definitions are recursive: {cycle}", d.line, d.column)
@@ -240,10 +252,19 @@ class _Loader:
             return _TerminalSpec(re.escape(only.value), only.flags, True, d.priority)
         if isinstance(only, Pattern):
             return _TerminalSpec(only.source, only.flags, False, d.priority)
-        pattern = self._terminal_regex(body, (*visiting, d.name))
+        pattern = self._terminal_regex(body, (*visiting, d.name), depth)
         return _TerminalSpec(pattern, "", False, d.priority)
 
-    def _terminal_regex(self, node: Node, visiting: tuple[str, ...]) -> str:
+    def _terminal_regex(self, node: Node, visiting: tuple[str, ...], depth: int) -> str:
+        if depth > _MAX_TERMINAL_DEPTH:
+            d = self.terminal_defs.get(visiting[0])
+            raise self.error(
+                f"terminal {visiting[0]} nests groups and terminal references more than "
+                f"{_MAX_TERMINAL_DEPTH} deep (through {len(visiting)} terminals)",
+                d.line if d else 0,
+                d.column if d else 0,
+            )
+        depth += 1
         if isinstance(node, Literal):
             return _scoped(re.escape(node.value), node.flags)
         if isinstance(node, Pattern):
@@ -259,10 +280,12 @@ class _Loader:
                     node.line,
                     node.column,
                 )
-            spec = self._compile_terminal(d, visiting)
+            spec = self.specs.get(node.name)  # shared, not recomputed per reference
+            if spec is None:
+                spec = self.specs[node.name] = self._compile_terminal(d, visiting, depth)
             return _scoped(spec.pattern, spec.flags)
         if isinstance(node, Repeat):
-            inner = f"(?:{self._terminal_regex(node.item, visiting)})"
+            inner = f"(?:{self._terminal_regex(node.item, visiting, depth)})"
             if (node.min, node.max) == (0, 1):
                 return inner + "?"
             if (node.min, node.max) == (0, None):
@@ -274,9 +297,26 @@ class _Loader:
         if isinstance(node, Sequence):
             if node.alias:
                 raise self.error(f"terminal {visiting[-1]} cannot have an alias")
-            return "".join(self._terminal_regex(item, visiting) for item in node.items)
+            items = [self._terminal_regex(item, visiting, depth) for item in node.items]
+            return self._joined("", items, visiting)
         assert isinstance(node, Choice)
-        return "(?:" + "|".join(self._terminal_regex(o, visiting) for o in node.options) + ")"
+        options = [self._terminal_regex(o, visiting, depth) for o in node.options]
+        return "(?:" + self._joined("|", options, visiting) + ")"
+
+    def _joined(self, separator: str, parts: list[str], visiting: tuple[str, ...]) -> str:
+        """`separator.join(parts)`, refused past _MAX_TERMINAL_PATTERN characters: a terminal
+        copies the regexes of those it names, so `A1: A0 A0`, `A2: A1 A1`, ... doubles them."""
+        length = sum(map(len, parts)) + len(separator) * len(parts)
+        if length > _MAX_TERMINAL_PATTERN:
+            d = self.terminal_defs.get(visiting[-1])
+            raise self.error(
+                f"terminal {visiting[-1]} expands to a regex of more than "
+                f"{_MAX_TERMINAL_PATTERN} characters (a terminal copies the regexes of the "
+                "terminals it names)",
+                d.line if d else 0,
+                d.column if d else 0,
+            )
+        return separator.join(parts)
 
     def _anonymous_terminal(self, node: Literal | Pattern) -> str:
         """The terminal an inline string or regex in a rule stands for (named if one matches)."""
@@ -325,7 +365,7 @@ class _Loader:
             elif isinstance(only, Pattern):
                 self.specs[name] = _TerminalSpec(only.source, only.flags, False, 0)
             else:
-                pattern = self._terminal_regex(body, ("%ignore",))
+                pattern = self._terminal_regex(body, ("%ignore",), 0)
                 self.specs[name] = _TerminalSpec(pattern, "", False, 0)
         self.first_seen.setdefault(name, None)
         return name
@@ -359,13 +399,14 @@ class _Loader:
             raise self.error(f"a literal range can only appear in a terminal (rule {rule})")
         if isinstance(node, Sequence):
             parts = [self._alternatives(item, rule, rules) for item in node.items]
+            self._check_expansion(math.prod(map(len, parts)), rule)
             return _dedup(
                 tuple(itertools.chain.from_iterable(p)) for p in itertools.product(*parts)
             )
         if isinstance(node, Choice):
-            return _dedup(
-                rhs for option in node.options for rhs in self._alternatives(option, rule, rules)
-            )
+            options = [self._alternatives(option, rule, rules) for option in node.options]
+            self._check_expansion(sum(map(len, options)), rule)
+            return _dedup(rhs for alternatives in options for rhs in alternatives)
         assert isinstance(node, Repeat)
         inner = self._alternatives(node.item, rule, rules)
         if (node.min, node.max) == (1, None):
@@ -375,11 +416,23 @@ class _Loader:
         assert node.max is not None
         if node.max > _MAX_REPEAT:
             raise self.error(f"repetition ~{node.min}..{node.max} is too large (max {_MAX_REPEAT})")
+        self._check_expansion(sum(len(inner) ** n for n in range(node.min, node.max + 1)), rule)
         out: list[tuple[str, ...]] = []
         for count in range(node.min, node.max + 1):
             for combo in itertools.product(inner, repeat=count):
                 out.append(tuple(itertools.chain.from_iterable(combo)))
         return _dedup(out)
+
+    def _check_expansion(self, count: int, rule: str) -> None:
+        if count > _MAX_ALTERNATIVES:
+            d = self.rule_defs[rule]
+            raise self.error(
+                f"rule {rule} expands to {count} alternatives, more than {_MAX_ALTERNATIVES} "
+                "(optionals and groups multiply: each [x] in a sequence doubles them); "
+                "factor parts of it into rules of their own",
+                d.line,
+                d.column,
+            )
 
     def _helper_rule(
         self, kind: str, item: Node, inner: list[tuple[str, ...]], rule: str, rules: _Rules

@@ -68,8 +68,20 @@ class Grammar:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], start: str = "start") -> Grammar:
-        with open(path, encoding="utf-8") as f:
-            return cls.from_lark(f.read(), os.fspath(path), start)
+        """Load a Lark grammar file (UTF-8 text); OSError if it cannot be read."""
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise GrammarError(
+                f"the grammar file is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                line,
+                exc.start - data.rfind(b"\n", 0, exc.start),
+                os.fspath(path),
+            ) from None
+        return cls.from_lark(text, os.fspath(path), start)
 
     @classmethod
     def bundled(cls, name: str) -> Grammar:
@@ -95,8 +107,19 @@ class Grammar:
     @classmethod
     def from_canonical(cls, text: str, name: str = "<grammar>") -> Grammar:
         """The grammar whose `canonical_form()` is `text` (an archived language: everything that
-        defines it, not the tree-shaping details, which masks never read)."""
-        doc = json.loads(text)
+        defines it, not the tree-shaping details, which masks never read).
+
+        GrammarError when `text` is not such a form (not JSON, or JSON of another shape)."""
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, too deep, too long
+            raise GrammarError(
+                f"not a canonical grammar: not JSON it can read ({exc})", source=name
+            ) from None
+        if not isinstance(doc, dict):
+            raise GrammarError(
+                f"not a canonical grammar: a JSON {type(doc).__name__}, not an object", source=name
+            )
         if doc.get("regex_semantics") != REGEX_SEMANTICS:
             raise GrammarError(
                 f"the grammar was recorded under regex semantics "
@@ -105,22 +128,38 @@ class Grammar:
                 "another language",
                 source=name,
             )
-        terminals = tuple(
-            TerminalDef(tname, index, pattern, flags, priority, is_literal)
-            for index, tname, pattern, flags, priority, is_literal in doc["terminals"]
-        )
-        productions = tuple(
-            Production(i, lhs, tuple(rhs), alias, lhs)
-            for i, (lhs, rhs, alias) in enumerate(doc["productions"])
-        )
-        return cls(
-            terminals,
-            frozenset(doc["ignored"]),
-            productions,
-            doc["start"],
-            name,
-            frozenset(doc["declared"]),
-        )
+        try:
+            terminals = tuple(
+                TerminalDef(tname, index, pattern, flags, priority, is_literal)
+                for index, tname, pattern, flags, priority, is_literal in doc["terminals"]
+            )
+            productions = tuple(
+                Production(i, lhs, tuple(rhs), alias, lhs)
+                for i, (lhs, rhs, alias) in enumerate(doc["productions"])
+            )
+            grammar = cls(
+                terminals,
+                frozenset(doc["ignored"]),
+                productions,
+                doc["start"],
+                name,
+                frozenset(doc["declared"]),
+            )
+            # what the fields hold is read as text: any other type is another document
+            texts = [grammar.start, *grammar.ignored, *grammar.declared]
+            texts += [text for t in terminals for text in (t.name, t.pattern, t.flags)]
+            texts += [symbol for p in productions for symbol in (p.lhs, *p.rhs)]
+            numbers = [number for t in terminals for number in (t.index, t.priority)]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise GrammarError(f"not a canonical grammar: {exc!r:.200}", source=name) from None
+        if not all(isinstance(text, str) for text in texts) or not all(
+            type(number) is int for number in numbers
+        ):
+            raise GrammarError(
+                "not a canonical grammar: a name, pattern or number has the wrong type",
+                source=name,
+            )
+        return grammar
 
     def terminal(self, name: str) -> TerminalDef:
         return self._terminals_by_name[name]

@@ -88,22 +88,71 @@ def parse_regex(pattern: str, flags: str = "") -> Node:
     for letter in flags:
         if letter in _ENCODING_FLAGS:
             raise RegexError(
-                f"regex flag {letter!r} is not supported (in /{pattern}/): {_ENCODING_FLAG_ERROR}"
+                f"regex flag {letter!r} is not supported (in {quote_pattern(pattern)}): "
+                f"{_ENCODING_FLAG_ERROR}"
             )
         if letter not in _RE_FLAGS:
-            raise RegexError(f"unsupported regex flag {letter!r} (in /{pattern}/)")
+            raise RegexError(f"unsupported regex flag {letter!r} (in {quote_pattern(pattern)})")
         re_flags |= _RE_FLAGS[letter]
+    depth = _group_depth(pattern)
+    if depth > MAX_GROUP_NESTING:
+        raise RegexError(
+            f"groups nest {depth} deep; at most {MAX_GROUP_NESTING} levels are supported "
+            f"(in {quote_pattern(pattern)})"
+        )
     try:
         # Python's own parser decides what is well-formed, so malformed patterns get its messages.
         # (Without re.ASCII here: an inline "(?u)" would be "incompatible" with it; the parser
         # below refuses "u" with a clearer message.)
         re.compile(pattern, re_flags)
     except re.error as err:
-        raise RegexError(f"{err.msg} at position {err.pos} (in /{pattern}/)") from None
+        where = quote_pattern(pattern, err.pos)
+        raise RegexError(f"{err.msg} at position {err.pos} (in {where})") from None
     except OverflowError as err:
-        raise RegexError(f"{err} (in /{pattern}/)") from None
+        raise RegexError(f"{err} (in {quote_pattern(pattern)})") from None
     scope = _Flags(ignorecase="i" in flags, dotall="s" in flags, verbose="x" in flags)
     return _Parser(pattern, scope).parse()
+
+
+# Deeper nesting is refused before anything reads the pattern recursively (Python's own parser
+# included), so it is an error, not a RecursionError; composed terminals nest a few levels.
+MAX_GROUP_NESTING = 100
+# Messages quote at most this much of a pattern: a schema lexicon's can be megabytes.
+QUOTED_PATTERN_CHARS = 80
+
+
+def quote_pattern(pattern: str, position: int | None = None) -> str:
+    """``/pattern/`` for a message; a long pattern is cut to an excerpt around ``position``
+    (default: its start), saying which characters it shows."""
+    if len(pattern) <= QUOTED_PATTERN_CHARS:
+        return f"/{pattern}/"
+    start = 0 if position is None else position - QUOTED_PATTERN_CHARS // 2
+    start = max(0, min(start, len(pattern) - QUOTED_PATTERN_CHARS))
+    end = start + QUOTED_PATTERN_CHARS
+    lead, trail = "…" if start else "", "…" if end < len(pattern) else ""
+    return f"/{lead}{pattern[start:end]}{trail}/ (characters {start}-{end} of {len(pattern)})"
+
+
+def _group_depth(pattern: str) -> int:
+    """How deep parentheses nest in ``pattern``, escapes and character classes skipped."""
+    depth = deepest = 0
+    i, end = 0, len(pattern)
+    while i < end:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 1
+        elif ch == "[":  # a class ends at the first "]" that is not its first character
+            i += 2 if pattern.startswith("^", i + 1) else 1
+            i += 1 if pattern.startswith("]", i) else 0
+            while i < end and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+        i += 1
+    return deepest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,7 +306,8 @@ class _Parser:
         return node
 
     def _error(self, message: str, pos: int) -> RegexError:
-        return RegexError(f"{message} at position {pos} (in /{self.pattern}/)")
+        where = quote_pattern(self.pattern, pos)
+        return RegexError(f"{message} at position {pos} (in {where})")
 
     def _unsupported(self, construct: str, pos: int) -> RegexError:
         return self._error(f"{construct} is not supported (not a regular lexeme language)", pos)
@@ -386,7 +436,7 @@ class _Parser:
             if letter in add:
                 raise RegexError(
                     f"inline flag {letter!r} at position {start} is not supported "
-                    f"(in /{self.pattern}/): {_ENCODING_FLAG_ERROR}"
+                    f"(in {quote_pattern(self.pattern, start)}): {_ENCODING_FLAG_ERROR}"
                 )
         if "t" in add:
             raise self._unsupported("inline flag 't'", start)

@@ -25,13 +25,27 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gridrail.errors import GrammarError, RegexError
-from gridrail.grammar.dfa import DEAD, ByteDFA, compile_regex, expand_table, minimize_table
+from gridrail.grammar.dfa import (
+    DEAD,
+    ByteDFA,
+    compile_regex,
+    expand_table,
+    minimize_table,
+)
 from gridrail.grammar.model import TerminalDef
+from gridrail.grammar.regex_syntax import quote_pattern
 
 if TYPE_CHECKING:
     from gridrail.kernels import ScanResult, ScanRunner
 
 IDENTITY_ENCODING = b"gridrail-scanner-state-v1"  # bump when the canonical encoding changes
+# Bounds on the union automaton (as dfa.py bounds each terminal's): terminals that are small
+# alone can multiply, e.g. /(aa)+/, /(aaa)+/, /(a{5})+/, ... have a union as large as the product
+# of their periods. Its states are bounded at two lexicons of the largest size one pattern may
+# have; its work, the part states stepped per byte class, at three times that of a schema of
+# 2,000 names (12M, about 25 s; the bundled grammar alone takes 0.4M).
+MAX_SCANNER_STATES = 200_000
+MAX_SCANNER_WORK = 40_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,7 +194,15 @@ def build_scanner(
     keys: list[tuple[tuple[int, int], ...]] = [start]
     ids = {start: 0}
     table: list[int] = []
+    work = 0
     for key in keys:  # grows while iterating
+        work += len(key) * num_classes
+        if len(keys) > MAX_SCANNER_STATES or work > MAX_SCANNER_WORK:
+            raise GrammarError(
+                f"the terminals together need a scanner automaton beyond its bounds "
+                f"({MAX_SCANNER_STATES} states, {MAX_SCANNER_WORK} steps to build): terminals "
+                "whose lexemes overlap in many ways multiply each other's states"
+            )
         for byte in representatives:
             nxt = tuple((i, t) for i, q in key if (t := tables[i][(q << 8) | byte]) >= 0)
             if not nxt:
@@ -210,7 +232,8 @@ def _terminal_dfa(terminal: TerminalDef) -> ByteDFA:
         raise RegexError(f"terminal {terminal.name}: {err.message}") from None
     if dfa.start != DEAD and dfa.accepting[dfa.start]:
         raise GrammarError(
-            f"terminal {terminal.name} matches the empty string (/{terminal.pattern}/); "
+            f"terminal {terminal.name} matches the empty string "
+            f"({quote_pattern(terminal.pattern)}); "
             "a lexeme must be non-empty"
         )
     return dfa

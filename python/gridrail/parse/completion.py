@@ -7,7 +7,7 @@ Derived once from the compiled grammar:
 * the cheapest derivation of every symbol (cost = lexeme bytes plus one separator per terminal);
 * the cheapest way to finish an LR stack: every LR(0) kernel item of a state is valid for the
   prefix, so finishing [A → α•β] costs cost(β) and continues from goto(stack − |α|, A) — a
-  recursion down the stack, memoized on the stack nodes like the allowed sets.
+  recurrence down the stack, memoized on the stack nodes like the allowed sets.
 A completion is always fed back through the oracle; one that does not read back as a sentence
 raises CompletionError rather than being used.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Generator
+from typing import NamedTuple
 
 from gridrail.errors import GridrailError
 from gridrail.parse.oracle import Configuration, Oracle
@@ -29,7 +31,19 @@ class CompletionError(GridrailError):
     serve); never papered over with an EOS away from ACCEPT."""
 
 
-Plan = tuple[float, tuple[int, ...]]  # (cost, terminal ids)
+class Plan(NamedTuple):
+    """A cheapest way to finish a stack: its cost, the terminals that finish the top item, and
+    the plan of the stack that remains once the item's rule is reduced. Linked rather than
+    flattened, so the plans memoized down a deep stack share their tails (a tuple per stack
+    node would copy the whole remainder at every level: quadratic in the depth)."""
+
+    cost: float
+    terminals: tuple[int, ...]
+    after: Plan | None
+
+
+_NO_PLAN = Plan(math.inf, (), None)
+_PlanSteps = Generator[tuple[StackNode, int], Plan, Plan]
 
 
 class Completer:
@@ -67,45 +81,75 @@ class Completer:
                     changed = True
         return cost, best
 
-    def _expand(self, symbol: int) -> list[int]:
-        """The terminals of the cheapest derivation of a symbol."""
-        if symbol < self._end:
-            return [symbol]
-        return [t for s in self._rhs[self._best[symbol]] for t in self._expand(s)]
+    def _expand(self, symbols: tuple[int, ...]) -> tuple[int, ...]:
+        """The terminals of the cheapest derivations of `symbols`, left to right."""
+        out: list[int] = []
+        pending = list(reversed(symbols))
+        while pending:
+            symbol = pending.pop()
+            if symbol < self._end:
+                out.append(symbol)
+            else:
+                pending.extend(reversed(self._rhs[self._best[symbol]]))
+        return tuple(out)
 
     # -- stack-level plans
     def plan(self, node: StackNode) -> tuple[int, ...]:
         """Terminals that finish the stack `node` as cheaply as the tables allow."""
-        if node.parent is None:  # the initial stack: derive the start symbol
-            return self._finish(None, node.state)[1]
-        return self._finish(node.parent, node.state)[1]
+        # (the initial stack, without a parent: derive the start symbol)
+        plan: Plan | None = self._finish(node.parent, node.state)
+        terminals: list[int] = []
+        while plan is not None:
+            terminals.extend(plan.terminals)
+            plan = plan.after
+        return tuple(terminals)
 
     def _finish(self, base: StackNode | None, top: int) -> Plan:
-        """Cheapest plan for the stack `base` with the state `top` pushed on it."""
+        """Cheapest plan for the stack `base` with the state `top` pushed on it.
+
+        A plan may need the plan of the stack below, down to the bottom: the steps of each are
+        a generator, run from a list rather than by nested calls, so a deep stack costs time
+        in proportion, never Python's call stack."""
+        frames: list[_PlanSteps] = [self._finish_steps(base, top)]
+        result: Plan | None = None  # what the top frame asked for (None to start a frame)
+        while True:
+            try:
+                request = frames[-1].send(result)  # type: ignore[arg-type]
+            except StopIteration as done:
+                frames.pop()
+                result = done.value
+                if not frames:
+                    return result
+                continue
+            frames.append(self._finish_steps(*request))
+            result = None
+
+    def _finish_steps(self, base: StackNode | None, top: int) -> _PlanSteps:
+        """`_finish` for one stack: yields (stack, state) for each plan it needs below."""
         memo = None
         if base is not None:
             memo = base.finish if base.finish is not None else {}
             base.finish = memo
             if top in memo:
                 return memo[top]
-            memo[top] = (math.inf, ())  # guard: a cycle is never the cheapest way out
-        best: Plan = (math.inf, ())
+            memo[top] = _NO_PLAN  # guard: a cycle is never the cheapest way out
+        best = _NO_PLAN
         for production, dot in self._kernels[top]:
             rest = self._rhs[production][dot:]
             cost = sum(self._cost[s] for s in rest)
             if production == self._augmented:
-                if cost < best[0]:
-                    best = (cost, tuple(t for s in rest for t in self._expand(s)))
+                if cost < best.cost:
+                    best = Plan(cost, self._expand(rest), None)
                 continue
-            if cost >= best[0]:
+            if cost >= best.cost:
                 continue
             below = base
             for _ in range(dot - 1):  # `top` is the last of the `dot` symbols before the dot
                 below = below.parent  # type: ignore[union-attr]
             assert below is not None  # only the augmented item sits on the initial state
-            after_cost, after = self._finish(below, self._goto[below.state][self._lhs[production]])
-            if cost + after_cost < best[0]:
-                best = (cost + after_cost, (*(t for s in rest for t in self._expand(s)), *after))
+            after = yield below, self._goto[below.state][self._lhs[production]]
+            if cost + after.cost < best.cost:
+                best = Plan(cost + after.cost, self._expand(rest), after)
         if memo is not None:
             memo[top] = best
         return best

@@ -73,25 +73,32 @@ class LRMachine:
         """Bit mask of the terminals that can be shifted from this stack (memoized on the node)."""
         mask = node.allowed
         if mask is None:
-            mask = node.allowed = self._shiftable(node, [], self._all_terminals)
+            mask = node.allowed = self._shiftable(node)
         return mask
 
-    def _shiftable(self, node: StackNode, overlay: list[int], wanted: int) -> int:
-        """Simulate the reduce chains of a set of terminals at once: terminals that take the same
-        reduction share one pop-and-goto, so each distinct path is walked once."""
-        state = overlay[-1] if overlay else node.state
-        mask = self._shift_mask[state] & wanted
-        for move, group in self._reductions[state]:
-            group &= wanted
-            if not group:
-                continue
-            lhs, length = self._productions[-1 - move]
-            below_overlay = overlay[: max(0, len(overlay) - length)]
-            below = node
-            for _ in range(length - (len(overlay) - len(below_overlay))):
-                below = below.parent  # type: ignore[assignment]
-            top = below_overlay[-1] if below_overlay else below.state
-            mask |= self._shiftable(below, [*below_overlay, self._goto[top][lhs]], group)
+    def _shiftable(self, node: StackNode) -> int:
+        """Simulate the reduce chains of all terminals at once: terminals that take the same
+        reduction share one pop-and-goto, so each distinct path is walked once. A worklist,
+        not recursion: a chain is as long as the nesting it closes (`NOT NOT ... 1`), and depth
+        may bound the cost, never the call stack."""
+        mask = 0
+        # (stack below the overlay, states pushed above it by virtual reductions, terminals)
+        pending: list[tuple[StackNode, list[int], int]] = [(node, [], self._all_terminals)]
+        while pending:
+            node, overlay, wanted = pending.pop()
+            state = overlay[-1] if overlay else node.state
+            mask |= self._shift_mask[state] & wanted
+            for move, group in self._reductions[state]:
+                group &= wanted
+                if not group:
+                    continue
+                lhs, length = self._productions[-1 - move]
+                below_overlay = overlay[: max(0, len(overlay) - length)]
+                below = node
+                for _ in range(length - (len(overlay) - len(below_overlay))):
+                    below = below.parent  # type: ignore[assignment]
+                top = below_overlay[-1] if below_overlay else below.state
+                pending.append((below, [*below_overlay, self._goto[top][lhs]], group))
         return mask
 
     def accepts_end(self, node: StackNode) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gridrail.errors import ParseError
+from gridrail.errors import ParseError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.lr import LRMachine
 from gridrail.parse.stack import StackMemo, StackNode, root
@@ -99,6 +99,7 @@ class Oracle:
     def feed(self, cfg: Configuration, data: bytes) -> Configuration:
         """Feed bytes; ParseError (with the offset into `data`) at the first byte after which the
         input is no longer a viable prefix."""
+        _require_bytes(data)
         last, failed_at = self._advance(cfg, data)
         if failed_at >= 0:
             byte = data[failed_at : failed_at + 1]
@@ -111,6 +112,7 @@ class Oracle:
 
     def try_feed(self, cfg: Configuration, data: bytes) -> Configuration | None:
         """Like `feed`, returning None instead of raising."""
+        _require_bytes(data)
         last, failed_at = self._advance(cfg, data)
         return None if failed_at >= 0 else last
 
@@ -183,25 +185,48 @@ class Oracle:
         return bool(self._live[cfg.scan_state] & (self.lr.allowed_mask(cfg.stack) | self._ignored))
 
     def _scan_byte(self, cfg: Configuration, byte: int) -> Configuration | None:
-        """Advance the union DFA by one byte, emitting when it dies; None on a rejection."""
-        q = self._trans[cfg.scan_state * 256 + byte]
-        if q >= 0:
-            if self._accept[q]:
-                return Configuration(cfg.stack, q, cfg.lexeme_length + 1, q, b"")
-            tail = cfg.tail + bytes((byte,))
-            return Configuration(cfg.stack, q, cfg.lexeme_length + 1, cfg.accept_state, tail)
-        if cfg.accept_state < 0:
-            return None
-        closed = self._close_at_last_accept(cfg)
-        return None if closed is None else self._scan_byte(closed, byte)
+        """Advance the union DFA by one byte, emitting when it dies; None on a rejection.
+        (A loop: each emission leaves a shorter pending lexeme for the byte to try again.)"""
+        while True:
+            q = self._trans[cfg.scan_state * 256 + byte]
+            if q >= 0:
+                return self._extended(cfg, q, byte)
+            if cfg.accept_state < 0:
+                return None
+            closed = self._close_at_last_accept(cfg)
+            if closed is None:
+                return None
+            cfg = closed
+
+    def _extended(self, cfg: Configuration, q: int, byte: int) -> Configuration:
+        """The pending lexeme of `cfg` grown by `byte`, which takes the scanner to state `q`."""
+        if self._accept[q]:
+            return Configuration(cfg.stack, q, cfg.lexeme_length + 1, q, b"")
+        tail = cfg.tail + bytes((byte,))
+        return Configuration(cfg.stack, q, cfg.lexeme_length + 1, cfg.accept_state, tail)
 
     def _rescan(self, stack: StackNode, data: bytes) -> Configuration | None:
-        """Scan requeued bytes from a lexeme boundary (they were checked when first fed)."""
-        cfg: Configuration | None = Configuration(stack, self._start_scan, 0, -1, b"")
-        for byte in data:
-            cfg = self._scan_byte(cfg, byte)  # type: ignore[arg-type]
-            if cfg is None:
+        """Scan requeued bytes from a lexeme boundary (they were checked when first fed).
+
+        A lexeme that dies inside them is emitted at its last accept and the bytes after that
+        are queued again, here, rather than by a nested closing: nested closings would recurse
+        as deep as the tail is long."""
+        cfg = Configuration(stack, self._start_scan, 0, -1, b"")
+        pending, position = data, 0
+        while position < len(pending):
+            byte = pending[position]
+            q = self._trans[cfg.scan_state * 256 + byte]
+            if q >= 0:
+                cfg = self._extended(cfg, q, byte)
+                position += 1
+                continue
+            if cfg.accept_state < 0:
                 return None
+            emitted = self._emit(cfg.stack, cfg.accept_state)
+            if emitted is None:
+                return None
+            pending, position = cfg.tail + pending[position:], 0
+            cfg = Configuration(emitted, self._start_scan, 0, -1, b"")
         return cfg
 
     def _emit(self, stack: StackNode, accept_state: int) -> StackNode | None:
@@ -294,3 +319,9 @@ class Oracle:
         """Is `data` a complete sentence?"""
         cfg = self.try_feed(self.initial, data)
         return cfg is not None and self.eos_ok(cfg)
+
+
+def _require_bytes(data: object) -> None:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        hint = " (encode text as UTF-8 first)" if isinstance(data, str) else ""
+        raise UsageError(f"the oracle reads bytes, not {type(data).__name__}{hint}")

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from gridrail.errors import ParseError
+from gridrail.errors import ParseError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.lalr import ACCEPT
 from gridrail.grammar.model import Production
@@ -126,7 +126,12 @@ class TreeParser:
 
     def parse(self, text: str | bytes) -> Tree:
         """The tree of a complete sentence; ParseError (offset, expected terminals) otherwise."""
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if isinstance(text, str):  # a lone surrogate encodes to bytes no sentence holds
+            data = text.encode("utf-8", "surrogatepass")
+        elif isinstance(text, bytes | bytearray | memoryview):
+            data = bytes(text)
+        else:
+            raise UsageError(f"parse takes a str or bytes, not {type(text).__name__}")
         self._require_sentence(data)
         ignored = self.compiled.ignored_mask
         names = self.compiled.terminal_names

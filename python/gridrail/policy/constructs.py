@@ -1,22 +1,33 @@
-"""The policy surface of a grammar: named statement kinds, named constructs (both as production
-selectors) and the identifier categories that schema lexicons restrict.
+"""The policy surface of a grammar: named statement kinds, named constructs and capabilities (all
+three as production selectors), the identifier categories that schema lexicons restrict, and the
+dialect whose identifier rules the grammar's names follow.
 
-A bundled grammar `x.lark` ships its surface as `x.constructs.toml` (see the sqlite one for the
-selector syntax). Every selector must pick at least one production, so a renamed rule breaks the
-catalogue loudly instead of silently leaving a construct allowed.
+A catalogue is chosen explicitly, never by a grammar's file name: a bundled grammar
+(`Grammar.bundled("sqlite")`, or any grammar with the same fingerprint) has the catalogue shipped
+beside it (`sqlite.constructs.toml`, which documents the format); any other grammar is given one
+with `ConstructCatalogue.from_file(path, grammar)` — or, for an edited copy of a bundled grammar,
+`ConstructCatalogue.bundled("sqlite", grammar)`. A catalogue numbers the productions of exactly
+one grammar (it records that grammar's fingerprint), and every selector must pick at least one
+production, so a renamed rule breaks the catalogue loudly instead of silently leaving a
+construct allowed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache, cached_property
 from importlib import resources
-from pathlib import PurePath
 
 from gridrail.errors import PolicyError
+from gridrail.grammar.loader import bundled_names
 from gridrail.grammar.model import Grammar, Production
+from gridrail.policy.dialect import RULES, IdentifierRules, identifier_rules
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,6 +35,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 WORD_SOURCES = ("tables", "columns", "functions")
+_SECTIONS = {"dialect", "statements", "constructs", "capabilities", "lexicons"}
+_CAPABILITY_KEYS = {"requires", "productions"}
 
 
 @dataclass(frozen=True)
@@ -34,30 +47,76 @@ class LexiconCategory:
 
 
 @dataclass(frozen=True)
+class Capability:
+    """Productions that do more than their statement's own kind: a role keeps them only when it
+    holds every statement kind in `requires` (reading needs select; REPLACE conflict resolution
+    deletes rows, so it needs delete)."""
+
+    requires: frozenset[str]
+    productions: frozenset[int]
+
+
+@dataclass(frozen=True)
 class ConstructCatalogue:
     statements: dict[str, frozenset[int]]  # kind -> indices of the productions it selects
     constructs: dict[str, frozenset[int]]
+    capabilities: dict[str, Capability]
     lexicons: tuple[LexiconCategory, ...]
     functions: frozenset[str]  # names the grammar's function terminal can call (lower case)
+    dialect: str  # whose identifier rules policy names follow (gridrail.policy.dialect)
+    grammar_fingerprint: str  # the grammar whose production indices these are
     source: str
 
     @classmethod
     def for_grammar(cls, grammar: Grammar) -> ConstructCatalogue:
-        """The catalogue shipped beside a bundled grammar (sqlite.lark: sqlite.constructs.toml)."""
-        stem = PurePath(grammar.name).stem
-        path = resources.files("gridrail.grammars").joinpath(f"{stem}.constructs.toml")
-        if not path.is_file():
+        """The catalogue shipped with the bundled grammar `grammar` is (identified by its
+        fingerprint: an edited grammar is another grammar, whatever its file is called)."""
+        name = _bundled_by_fingerprint().get(grammar.fingerprint)
+        if name is None:
             raise PolicyError(
-                f"grammar {grammar.name!r} has no construct catalogue; pass one with "
-                "ConstructCatalogue.from_file(path, grammar)",
+                f"grammar {grammar.name!r} is not a bundled grammar, so it has no construct "
+                "catalogue of its own: give it one with the `catalogue=` parameter of "
+                "gridrail.compile and Policy.from_file / Policy.from_text, e.g. "
+                "catalogue=ConstructCatalogue.from_file(path, grammar), or "
+                "ConstructCatalogue.bundled('sqlite', grammar) for an edited copy of sqlite.lark",
                 source=grammar.name,
             )
-        return cls.from_text(path.read_text("utf-8"), grammar, f"{stem}.constructs.toml")
+        return _bundled_catalogue(name)
+
+    @classmethod
+    def bundled(cls, name: str, grammar: Grammar) -> ConstructCatalogue:
+        """The catalogue shipped with bundled grammar `name`, applied to `grammar` (say, an
+        edited copy of it); PolicyError if one of its selectors no longer matches."""
+        if name not in bundled_names():
+            known = ", ".join(bundled_names())
+            raise PolicyError(f"no bundled grammar named {name!r} (bundled: {known})")
+        path = resources.files("gridrail.grammars").joinpath(f"{name}.constructs.toml")
+        return cls.from_text(path.read_text("utf-8"), grammar, f"{name}.constructs.toml")
+
+    @classmethod
+    def resolve(cls, grammar: Grammar, catalogue: ConstructCatalogue | None) -> ConstructCatalogue:
+        """`catalogue`, checked to number `grammar`'s productions, or else the grammar's own."""
+        if catalogue is None:
+            return cls.for_grammar(grammar)
+        if catalogue.grammar_fingerprint != grammar.fingerprint:
+            raise PolicyError(
+                f"the construct catalogue {catalogue.source} was built for another grammar than "
+                f"{grammar.name!r} (its selectors number another grammar's productions); build "
+                "it for this one: ConstructCatalogue.from_file(path, grammar)",
+                source=catalogue.source,
+            )
+        return catalogue
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], grammar: Grammar) -> ConstructCatalogue:
-        with open(path, encoding="utf-8") as f:
-            return cls.from_text(f.read(), grammar, os.fspath(path))
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise PolicyError(
+                f"cannot read the construct catalogue: {exc.strerror}", source=os.fspath(path)
+            ) from None
+        return cls.from_text(text, grammar, os.fspath(path))
 
     @classmethod
     def from_text(cls, text: str, grammar: Grammar, source: str) -> ConstructCatalogue:
@@ -65,9 +124,14 @@ class ConstructCatalogue:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise PolicyError(f"not valid TOML: {exc}", source=source) from None
-        unknown = set(data) - {"statements", "constructs", "lexicons"}
+        except RecursionError:  # tomllib recurses on nested arrays and inline tables
+            raise PolicyError("not valid TOML: nested too deeply", source=source) from None
+        unknown = set(data) - _SECTIONS
         if unknown:
-            raise PolicyError(f"unknown sections {sorted(unknown)}", source=source)
+            raise PolicyError(
+                f"unknown sections {sorted(unknown)} (known: {', '.join(sorted(_SECTIONS))})",
+                source=source,
+            )
 
         def selections(section: str) -> dict[str, frozenset[int]]:
             table = data.get(section, {})
@@ -76,6 +140,8 @@ class ConstructCatalogue:
                 for name, selectors in table.items()
             }
 
+        statements, constructs = selections("statements"), selections("constructs")
+        capabilities = _capabilities(grammar, data.get("capabilities", {}), statements, source)
         lexicons = []
         for terminal, spec in data.get("lexicons", {}).items():
             if terminal not in {t.name for t in grammar.terminals}:
@@ -86,12 +152,92 @@ class ConstructCatalogue:
                 )
             lexicons.append(LexiconCategory(terminal, spec["words"], spec.get("suffix", "")))
         functions = _function_names(grammar, lexicons, source)
+        dialect = data.get("dialect")
+        if dialect not in RULES:
+            raise PolicyError(
+                f"dialect = {dialect!r}: name the dialect whose identifier rules the grammar's "
+                f"names follow (one of {', '.join(sorted(RULES))})",
+                source=source,
+            )
         return cls(
-            selections("statements"), selections("constructs"), tuple(lexicons), functions, source
+            statements,
+            constructs,
+            capabilities,
+            tuple(lexicons),
+            functions,
+            dialect,
+            grammar.fingerprint,
+            source,
         )
+
+    @property
+    def rules(self) -> IdentifierRules:
+        """How policy names of tables and columns are compared and, without a schema, spelled."""
+        return identifier_rules(self.dialect)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """BLAKE2b-128 (hex) of everything that decides what a role's language is."""
+
+        def indices(table: Mapping[str, frozenset[int]]) -> dict[str, list[int]]:
+            return {name: sorted(picked) for name, picked in table.items()}
+
+        doc = {
+            "grammar": self.grammar_fingerprint,
+            "dialect": self.dialect,
+            "statements": indices(self.statements),
+            "constructs": indices(self.constructs),
+            "capabilities": {
+                name: [sorted(c.requires), sorted(c.productions)]
+                for name, c in self.capabilities.items()
+            },
+            "lexicons": [[c.terminal, c.words, c.suffix] for c in self.lexicons],
+            "functions": sorted(self.functions),
+        }
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
     def lexicon(self, words: str) -> LexiconCategory | None:
         return next((c for c in self.lexicons if c.words == words), None)
+
+
+@cache
+def _bundled_by_fingerprint() -> dict[str, str]:
+    """Bundled grammar name by fingerprint (each bundled grammar loaded once per process)."""
+    return {Grammar.bundled(name).fingerprint: name for name in bundled_names()}
+
+
+@cache
+def _bundled_catalogue(name: str) -> ConstructCatalogue:
+    return ConstructCatalogue.bundled(name, Grammar.bundled(name))
+
+
+def _capabilities(
+    grammar: Grammar, table: object, statements: Mapping[str, frozenset[int]], source: str
+) -> dict[str, Capability]:
+    if not isinstance(table, dict):
+        raise PolicyError("capabilities must be a table of [capabilities.<name>]", source=source)
+    out = {}
+    for name, spec in table.items():
+        where = f"capabilities.{name}"
+        if not isinstance(spec, dict) or set(spec) != _CAPABILITY_KEYS:
+            raise PolicyError(
+                f"{where} must give requires = [statement kinds] and productions = [selectors]",
+                source=source,
+            )
+        requires = spec["requires"]
+        if not isinstance(requires, list) or not requires:
+            raise PolicyError(f"{where}.requires must list statement kinds", source=source)
+        for kind in requires:
+            if kind not in statements:
+                raise PolicyError(
+                    f"{where}.requires: {kind!r} is not a statement kind of this catalogue "
+                    f"(kinds: {', '.join(sorted(statements))})",
+                    source=source,
+                )
+        picked = _select_all(grammar, spec["productions"], f"{where}.productions", source)
+        out[name] = Capability(frozenset(requires), picked)
+    return out
 
 
 def _select_all(grammar: Grammar, selectors: object, where: str, source: str) -> frozenset[int]:

@@ -1,11 +1,15 @@
-"""A role: what one kind of caller may say (statement kinds, constructs, tables, columns,
-functions). Loaded from a policy bundle (`gridrail.policy.bundle`); names are catalog spellings,
-compared with the dialect's identifier rules once a schema is known."""
+"""A role: what one kind of caller may say (statement kinds, constructs, tables, the tables it
+may write, columns, functions). Loaded from a policy bundle (`gridrail.policy.bundle`); names are
+catalog spellings, compared with the dialect's identifier rules."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+READ_KIND = "select"
+"""The statement kind that grants reading: a role without it may not read any table or column,
+in any statement (catalogues name their reading capability's requirement so)."""
 
 
 @dataclass(frozen=True)
@@ -26,3 +30,14 @@ class Role:
     columns: Mapping[str, ColumnRule] = field(default_factory=dict)  # by table name
     functions: frozenset[str] | None = None  # callable functions (lower case); None: all
     line: int = 0  # where the role is defined in its policy file (for error messages)
+    writes: frozenset[str] | None = None  # tables its write kinds may target; None: visible ones
+
+    @property
+    def reads(self) -> bool:
+        """May it read tables and columns at all (does it hold select)?"""
+        return READ_KIND in self.statements
+
+    @property
+    def write_kinds(self) -> frozenset[str]:
+        """The statement kinds it holds that change data."""
+        return self.statements - {READ_KIND}

@@ -7,6 +7,12 @@ one fingerprint. Readers exist for SQLite files, PostgreSQL servers and DuckDB f
 the catalog read-only and turns every way it can fail into a `SchemaError` that names the source.
 Names are matched to what SQL text writes with the dialect's identifier rules
 (`gridrail.policy.dialect`).
+
+A SQLite snapshot also says what SQLite's binder needs beyond names: which tables and views have
+a row key that `rowid` / `oid` / `_rowid_` reach (not a WITHOUT ROWID table) and which column,
+if any, that key is an alias of (the INTEGER PRIMARY KEY), as SQLite itself answers when asked
+to bind the name; and the catalog's CREATE TABLE statements, from which
+`gridrail.check.sqlite_judge` rebuilds a schema-only copy of the database.
 """
 
 from __future__ import annotations
@@ -24,9 +30,12 @@ from types import ModuleType
 from typing import Any
 
 from gridrail.errors import SchemaError
-from gridrail.policy.dialect import IdentifierRules, identifier_rules
+from gridrail.policy.dialect import IdentifierRules, ascii_lower, identifier_rules
 
-_FINGERPRINT_FORMAT = "gridrail.schema.v1"
+_FINGERPRINT_FORMAT = "gridrail.schema.v2"
+
+ROW_KEY_NAMES = ("rowid", "_rowid_", "oid")
+"""The names by which SQLite reads a table's row key, where no real column has the name."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,11 @@ class Table:
     name: str  # catalog spelling
     columns: tuple[Column, ...]  # catalog order
     is_view: bool = False
+    # SQLite: do the row key names reach a row key here (False: a WITHOUT ROWID table, a view
+    # this SQLite gives none, or real columns take all three names)? None: not known (a schema
+    # written by hand, another dialect).
+    has_rowid: bool | None = None
+    rowid_column: str | None = None  # SQLite: the INTEGER PRIMARY KEY the row key is an alias of
 
     def column(self, written: str, rules: IdentifierRules) -> Column | None:
         """The column that `written` (an identifier as SQL text writes it, quotes allowed)
@@ -52,9 +66,13 @@ class Schema:
     dialect: str  # "sqlite" | "postgres" | "duckdb"
     tables: tuple[Table, ...]  # catalog order; by name where the catalog has none
     source: str  # where it was read: a file path, or a DSN without its password
+    ddl: tuple[str, ...] = ()  # SQLite file: its CREATE TABLE statements, in catalog order
 
     def __post_init__(self) -> None:
-        rules = self.rules  # also rejects an unknown dialect
+        try:
+            rules = self.rules
+        except ValueError as exc:  # an unknown dialect; the message names the known ones
+            raise SchemaError(f"{self.source}: {exc}") from None
         _require_distinct((t.name for t in self.tables), rules, f"{self.source}: tables")
         for table in self.tables:
             where = f"{self.source}: columns of table {table.name!r}"
@@ -71,18 +89,27 @@ class Schema:
     @property
     def fingerprint(self) -> str:
         """BLAKE2b-128 (hex) of the canonical encoding: compact JSON (sorted keys, ASCII) of
-        ``{"format": "gridrail.schema.v1", "dialect": ..., "tables": [[name, is_view,
-        [[column, type], ...]], ...]}`` with tables sorted by name (code points) and columns in
-        catalog order. Column order is part of the language (`SELECT *`), table order is not;
-        `source` is left out, so one catalog read through two paths or DSNs fingerprints alike.
-        """
+        ``{"format": "gridrail.schema.v2", "dialect": ..., "tables": [[name, is_view,
+        [[column, type], ...], has_rowid, rowid_column], ...], "ddl": [...]}`` with tables
+        sorted by name (code points), columns in catalog order and the DDL statements sorted.
+        Column order is part of the language (`SELECT *`), table order is not; the row keys
+        decide what `rowid` binds to and the DDL what the SQLite judge prepares against, so both
+        are in; `source` is left out, so one catalog read through two paths or DSNs fingerprints
+        alike."""
         doc = {
             "format": _FINGERPRINT_FORMAT,
             "dialect": self.dialect,
             "tables": [
-                [t.name, t.is_view, [[c.name, c.type] for c in t.columns]]
+                [
+                    t.name,
+                    t.is_view,
+                    [[c.name, c.type] for c in t.columns],
+                    t.has_rowid,
+                    t.rowid_column,
+                ]
                 for t in sorted(self.tables, key=lambda t: t.name)
             ],
+            "ddl": sorted(self.ddl),
         }
         text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
         return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
@@ -97,23 +124,24 @@ class Schema:
     @classmethod
     def from_sqlite(cls, path: str | Path) -> Schema:
         """Tables and views of a SQLite file, in `sqlite_master` order (SQLite's internal
-        `sqlite_*` tables left out). The file is opened read-only, so reading never creates or
-        changes a database. Columns come from `pragma table_xinfo`, which, unlike
-        `table_info`, includes generated columns; the hidden columns of virtual tables are left
-        out, as `SELECT *` leaves them out."""
+        `sqlite_*` tables left out), with their row keys and the CREATE TABLE statements. The
+        file is opened read-only, so reading never creates or changes a database. Columns come
+        from `pragma table_xinfo`, which, unlike `table_info`, includes generated columns; the
+        hidden columns of virtual tables are left out, as `SELECT *` leaves them out."""
         file = Path(path)
         source = str(path)
         _require_file(file, source, "SQLite")
         uri = f"{file.resolve().as_uri()}?mode=ro"
         try:
-            with closing(sqlite3.connect(uri, uri=True)) as db:
+            with closing(sqlite3.connect(uri, uri=True, cached_statements=0)) as db:
                 objects = _sqlite_objects(db)
-                tables = [_sqlite_table(db, name, kind, source) for name, kind in objects]
+                tables = [_sqlite_table(db, name, kind, source) for name, kind, _ in objects]
         except sqlite3.Error as e:
             raise SchemaError(
                 f"{source}: cannot read the SQLite catalog ({e}); is it a SQLite database file?"
             ) from None
-        return _snapshot("sqlite", tables, source, "is it the database you meant?")
+        ddl = tuple(sql for _, kind, sql in objects if kind == "table" and sql)
+        return _snapshot("sqlite", tables, source, "is it the database you meant?", ddl)
 
     @classmethod
     def from_postgres(cls, dsn: str, schema: str = "public") -> Schema:
@@ -158,12 +186,14 @@ class Schema:
         return _snapshot("duckdb", _group(rows), source, f"is {schema!r} the schema you meant?")
 
 
-def _snapshot(dialect: str, tables: list[Table], source: str, hint: str) -> Schema:
+def _snapshot(
+    dialect: str, tables: list[Table], source: str, hint: str, ddl: tuple[str, ...] = ()
+) -> Schema:
     """A `Schema`, refusing an empty one: a lexicon without table names admits no query, which
     is never what the caller meant."""
     if not tables:
         raise SchemaError(f"{source}: the catalog has no tables or views; {hint}")
-    return Schema(dialect, tuple(tables), source)
+    return Schema(dialect, tuple(tables), source, ddl)
 
 
 def _require_distinct(names: Iterable[str], rules: IdentifierRules, what: str) -> None:
@@ -196,9 +226,10 @@ def _require_module(module: str, package: str, what: str) -> ModuleType:
         ) from None
 
 
-def _sqlite_objects(db: sqlite3.Connection) -> list[tuple[str, str]]:
+def _sqlite_objects(db: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
+    """(name, type, CREATE statement) of each table and view."""
     return db.execute(
-        "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"
+        "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
         " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid"
     ).fetchall()
 
@@ -209,11 +240,46 @@ def _sqlite_table(db: sqlite3.Connection, name: str, kind: str, source: str) -> 
         rows = db.execute(
             "SELECT name, type FROM pragma_table_xinfo(?) WHERE hidden != 1 ORDER BY cid", (name,)
         ).fetchall()
+        columns = tuple(Column(n, t) for n, t in rows)
+        has_rowid, rowid_column = _sqlite_row_key(db, name, columns) if columns else (False, None)
     except sqlite3.Error as e:
         raise SchemaError(
             f"{source}: cannot read the columns of {kind} {name!r} ({e}); fix or drop it"
         ) from None
-    return Table(name, tuple(Column(n, t) for n, t in rows), is_view=kind == "view")
+    return Table(name, columns, kind == "view", has_rowid, rowid_column)
+
+
+def _sqlite_row_key(
+    db: sqlite3.Connection, name: str, columns: tuple[Column, ...]
+) -> tuple[bool, str | None]:
+    """(has_rowid, rowid_column) as SQLite binds them: a row key name no real column takes is
+    prepared (never run) in `SELECT <it> FROM <name>` with an authorizer that hears which column
+    of the table the name reads -- "ROWID" for the implicit key, else the INTEGER PRIMARY KEY it
+    is an alias of. Asking SQLite, rather than reading the DDL, gets its quirks right
+    (`INTEGER PRIMARY KEY DESC` is no alias) and whether this SQLite gives views a row key."""
+    taken = {ascii_lower(c.name) for c in columns}
+    free = next((key for key in ROW_KEY_NAMES if key not in taken), None)
+    if free is None:
+        return False, None  # no name reaches the row key
+    heard: list[str] = []
+
+    def hear(action: int, table: str | None, column: str | None, *context: str | None) -> int:
+        if action == sqlite3.SQLITE_READ and table == name and column and context[1] is None:
+            heard.append(column)
+        return sqlite3.SQLITE_OK
+
+    quoted = '"' + name.replace('"', '""') + '"'
+    db.set_authorizer(hear)
+    try:
+        db.execute(f"EXPLAIN SELECT {free} FROM {quoted}")
+    except sqlite3.OperationalError as e:
+        if "no such column" not in str(e):
+            raise
+        return False, None  # WITHOUT ROWID, or a view without one
+    finally:
+        db.set_authorizer(None)
+    alias = next((c.name for c in columns if heard and c.name == heard[0]), None)
+    return True, alias
 
 
 def _conninfo(psycopg: ModuleType, dsn: str) -> dict[str, str]:

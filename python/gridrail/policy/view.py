@@ -1,4 +1,5 @@
-"""What a role sees of a schema: its visible tables, their visible columns, its functions.
+"""What a role sees of a schema: its visible tables, their visible columns, its functions, and
+what it may do with them (read at all, write which tables).
 
 One place answers "may this role see table t / column c of t", for the lexicon builder (which
 makes the rest unspellable) and for the semantic checker (which names what the mask cannot
@@ -7,6 +8,7 @@ enforce). Policy names are matched to catalog names with the dialect's identifie
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gridrail.policy.role import ColumnRule, Role
@@ -26,8 +28,30 @@ class SchemaView:
     def may_see_table(self, catalog_name: str) -> bool:
         if self.role is None or self.role.tables is None:
             return True
-        key = self.schema.rules.catalog_key(catalog_name)
-        return any(self.schema.rules.catalog_key(t) == key for t in self.role.tables)
+        return self._names(catalog_name, self.role.tables)
+
+    @property
+    def may_read(self) -> bool:
+        """May the role read tables and columns at all (it holds select)? Without it, every
+        read is a violation, in any statement: a WHERE, a SET value, RETURNING, a subquery."""
+        return self.role is None or self.role.reads
+
+    def may_hold(self, kind: str) -> bool:
+        """May the role write a statement of this kind (select, insert, ...)?"""
+        return self.role is None or kind in self.role.statements
+
+    def may_write_table(self, catalog_name: str) -> bool:
+        """May the role's INSERT / UPDATE / DELETE target this (visible) table?"""
+        if not self.may_see_table(catalog_name):
+            return False
+        if self.role is None or self.role.writes is None:
+            return True
+        return self._names(catalog_name, self.role.writes)
+
+    @property
+    def writable_tables(self) -> tuple[Table, ...]:
+        """Tables the role's write statements may target, in catalog order."""
+        return tuple(t for t in self.schema.tables if self.may_write_table(t.name))
 
     def columns(self, table: Table) -> tuple[Column, ...]:
         """Columns of a visible table that the role may see."""
@@ -58,3 +82,9 @@ class SchemaView:
             if key(name) == wanted:
                 return rule
         return None
+
+    def _names(self, catalog_name: str, listed: Iterable[str]) -> bool:
+        """Does a policy list name `catalog_name` (dialect rules)?"""
+        key = self.schema.rules.catalog_key
+        wanted = key(catalog_name)
+        return any(key(name) == wanted for name in listed)

@@ -51,6 +51,7 @@ _SCALARS = {
 }
 _WIDTH = {code: struct.calcsize("<" + fmt) for code, fmt in _SCALARS.items()}
 _NO_TOKEN = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF, -1)  # how files write "no such token"
+MAX_ARRAY_NESTING = 16  # arrays of arrays are read recursively; real files nest one level
 
 _WANTED = (
     "tokenizer.ggml.model",
@@ -101,7 +102,7 @@ class _Reader:
     def skip_string(self, what: str) -> None:
         self.take(self.u64(what), what)
 
-    def value(self, kind: int, what: str, keep: bool):
+    def value(self, kind: int, what: str, keep: bool, depth: int = 0):
         """Read (keep=True) or skip (keep=False, returns None) one value of type ``kind``."""
         if kind in _SCALARS:
             value = self.scalar(kind, what)
@@ -126,7 +127,12 @@ class _Reader:
                     self.skip_string(what)
                 return None
             if element == _ARRAY:
-                items = [self.value(_ARRAY, what, keep) for _ in range(count)]
+                if depth >= MAX_ARRAY_NESTING:
+                    raise VocabularyError(
+                        f"{self.source}: corrupt GGUF metadata: {what} nests arrays more than "
+                        f"{MAX_ARRAY_NESTING} deep"
+                    )
+                items = [self.value(_ARRAY, what, keep, depth + 1) for _ in range(count)]
                 return items if keep else None
             raise VocabularyError(
                 f"{self.source}: corrupt GGUF metadata: {what} is an array of unknown "
@@ -270,9 +276,9 @@ def vocabulary_from_gguf(
     declared = []
     for key in ("eos_token_id", "eot_token_id", "eom_token_id"):
         token_id = metadata.get(f"tokenizer.ggml.{key}")
-        if token_id is None or token_id in _NO_TOKEN:
+        if token_id is None or (type(token_id) is int and token_id in _NO_TOKEN):
             continue
-        if not isinstance(token_id, int) or not 0 <= token_id < len(tokens):
+        if type(token_id) is not int or not 0 <= token_id < len(tokens):
             raise VocabularyError(
                 f"{source}: tokenizer.ggml.{key} = {token_id!r} is not a token id "
                 f"(the file has {len(tokens)} tokens); pass eos_token_ids=[...]"

@@ -33,7 +33,13 @@ from gridrail.vocab.spelling import (
     byte_level_bytes,
     metaspace_bytes,
 )
-from gridrail.vocab.vocabulary import Vocabulary, VocabularyError, assemble
+from gridrail.vocab.vocabulary import (
+    Vocabulary,
+    VocabularyError,
+    assemble,
+    check_id_span,
+    read_token_id,
+)
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 SUPPORTED_DECODERS = ("ByteLevel", "Metaspace", "Replace", "ByteFallback", "Fuse", "Strip")
@@ -85,6 +91,10 @@ def _read_json(file: Path, *, what: str):
         )
     try:
         return json.loads(raw)
+    except RecursionError:  # (json's C parser recurses on nesting)
+        raise VocabularyError(
+            f"{file} is not {what}: its JSON nests too deeply to read (corrupt or hostile)"
+        ) from None
     except (UnicodeDecodeError, ValueError) as error:
         raise VocabularyError(
             f"{file} is not {what}: it is not valid JSON ({error}). A SentencePiece .model or "
@@ -103,41 +113,65 @@ def parse_tokenizer_json(data, source: str) -> ParsedTokenizer:
     pieces, unk_id = _model_pieces(model, source)
     spell = _token_speller(data, source)
 
-    added = data.get("added_tokens") or []
-    try:
-        added_by_id = {int(token["id"]): token for token in added}
-        for token in added:
-            str(token["content"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise VocabularyError(
-            f"{source}: malformed 'added_tokens' entry ({error!r}); each needs 'id' and 'content'"
-        ) from error
-    ids = [token_id for token_id, _ in pieces] + list(added_by_id)
+    added_by_id = _added_tokens(data.get("added_tokens") or [], source)
+    ids = {token_id for token_id, _ in pieces} | set(added_by_id)
     if not ids:
         raise VocabularyError(f"{source}: the tokenizer has no tokens")
-    if min(ids) < 0:
-        raise VocabularyError(f"{source}: negative token id {min(ids)}")
+    check_id_span(max(ids), len(ids), source)
 
     spellings: list[bytes | None] = [None] * (max(ids) + 1)
     ids_by_text: dict[str, int] = {}
     for token_id, piece in pieces:
         ids_by_text.setdefault(piece, token_id)
         if token_id not in added_by_id and token_id != unk_id:
-            spellings[token_id] = spell(piece)
+            spellings[token_id] = _spelled(spell, piece, token_id, source)
     special_names: dict[int, str] = {}
     for token_id, token in added_by_id.items():
-        content = str(token["content"])
+        content = token["content"]
         ids_by_text[content] = token_id
         if token.get("special", False):
             spellings[token_id] = None
             special_names[token_id] = content
         else:
-            spellings[token_id] = content.encode("utf-8")
+            spellings[token_id] = _spelled(str.encode, content, token_id, source)
     if unk_id is not None and unk_id not in special_names:
         special_names[unk_id] = next(
             (piece for token_id, piece in pieces if token_id == unk_id), "<unk>"
         )
     return ParsedTokenizer(spellings, special_names, ids_by_text, _adds_dummy_prefix(data))
+
+
+def _added_tokens(added: object, source: str) -> dict[int, dict]:
+    """The ``added_tokens`` entries by id: each a dict with an integer ``id`` (one entry per
+    id) and a string ``content``."""
+    if not isinstance(added, list) or not all(isinstance(token, dict) for token in added):
+        raise VocabularyError(f"{source}: 'added_tokens' is not a list of objects")
+    by_id: dict[int, dict] = {}
+    for token in added:
+        if "id" not in token or not isinstance(token.get("content"), str):
+            raise VocabularyError(
+                f"{source}: malformed 'added_tokens' entry {token!r:.80}; each needs an "
+                "integer 'id' and a string 'content'"
+            )
+        token_id = read_token_id(token["id"], f"added token {token['content']!r}", source)
+        if token_id in by_id:
+            raise VocabularyError(
+                f"{source}: token id {token_id} is added twice "
+                f"({by_id[token_id]['content']!r} and {token['content']!r})"
+            )
+        by_id[token_id] = token
+    return by_id
+
+
+def _spelled(spell: Callable[[str], bytes], text: str, token_id: int, source: str) -> bytes:
+    try:
+        return spell(text)
+    except UnicodeEncodeError as error:  # a lone surrogate (written "\\ud800" in the JSON)
+        bad = text[error.start]
+        raise VocabularyError(
+            f"{source}: token {token_id} ({text!r:.60}) holds the lone surrogate "
+            f"U+{ord(bad):04X}, which spells no bytes: is the file corrupt?"
+        ) from None
 
 
 def _model_pieces(model: dict, source: str) -> tuple[list[tuple[int, str]], int | None]:
@@ -155,28 +189,53 @@ def _model_pieces(model: dict, source: str) -> tuple[list[tuple[int, str]], int 
         )
     try:
         if kind == "BPE":
-            pieces = [(int(token_id), str(piece)) for piece, token_id in vocab.items()]
+            pieces = [
+                (read_token_id(token_id, f"token {piece!r:.40}", source), piece)
+                for piece, token_id in vocab.items()
+            ]
             unk = model.get("unk_token")
-            unk_id = int(vocab[unk]) if unk is not None and unk in vocab else None
+            unk_id = vocab[unk] if isinstance(unk, str) and unk in vocab else None
         else:
-            pieces = [(token_id, str(entry[0])) for token_id, entry in enumerate(vocab)]
+            pieces = [(token_id, entry[0]) for token_id, entry in enumerate(vocab)]
             unk_id = model.get("unk_id")
-            unk_id = int(unk_id) if unk_id is not None else None
+            if unk_id is not None:
+                unk_id = read_token_id(unk_id, "the unknown token", source)
     except (AttributeError, TypeError, ValueError, IndexError, KeyError) as error:
-        raise VocabularyError(f"{source}: malformed {kind} vocabulary ({error!r})") from error
+        raise VocabularyError(f"{source}: malformed {kind} vocabulary ({error!r:.200})") from None
+    if not all(isinstance(piece, str) for _, piece in pieces):
+        raise VocabularyError(f"{source}: malformed {kind} vocabulary: a token is not a string")
+    if kind == "BPE":
+        _require_distinct_ids(pieces, source)
     return pieces, unk_id
 
 
+def _require_distinct_ids(pieces: list[tuple[int, str]], source: str) -> None:
+    """One token per id: a second would silently replace the first's spelling."""
+    seen: dict[int, str] = {}
+    for token_id, piece in pieces:
+        if token_id in seen:
+            raise VocabularyError(
+                f"{source}: token id {token_id} is given to two tokens, {seen[token_id]!r} and "
+                f"{piece!r}: is the file corrupt?"
+            )
+        seen[token_id] = piece
+
+
 def _flatten(node, list_key: str) -> list[dict]:
-    """The components of a normalizer / pre-tokenizer / decoder, Sequences flattened."""
-    if not isinstance(node, dict):
-        return []
-    if node.get("type") == "Sequence":
-        out: list[dict] = []
-        for child in node.get(list_key) or []:
-            out.extend(_flatten(child, list_key))
-        return out
-    return [node]
+    """The components of a normalizer / pre-tokenizer / decoder, Sequences flattened (in
+    order, without recursion: a file may nest them as deep as its JSON goes)."""
+    out: list[dict] = []
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "Sequence":
+            children = item.get(list_key) or []
+            pending.extend(reversed(children if isinstance(children, list) else []))
+        else:
+            out.append(item)
+    return out
 
 
 def _token_speller(data: dict, source: str) -> Callable[[str], bytes]:
@@ -195,12 +254,14 @@ def _token_speller(data: dict, source: str) -> Callable[[str], bytes]:
         elif kind == "Replace":
             pattern = decoder.get("pattern") or {}
             content = str(decoder.get("content", ""))
+            if not isinstance(pattern, dict):
+                raise VocabularyError(f"{source}: the Replace decoder's pattern is not an object")
             if "String" in pattern:
                 steps.append(("replace", str(pattern["String"]), content))
             elif "Regex" in pattern:
                 try:
-                    regex = re.compile(pattern["Regex"])
-                except re.error as error:
+                    regex = re.compile(str(pattern["Regex"]))
+                except (re.error, RecursionError) as error:
                     raise VocabularyError(
                         f"{source}: the Replace decoder's regex {pattern['Regex']!r} is not "
                         f"supported ({error})"
@@ -282,7 +343,7 @@ def declared_eos_beside(folder: Path, parsed: ParsedTokenizer, source: str) -> l
         if isinstance(eos, dict):
             eos = eos.get("content")
         if eos is not None:
-            if eos not in parsed.ids_by_text:
+            if not isinstance(eos, str) or eos not in parsed.ids_by_text:
                 raise VocabularyError(
                     f"{config_file}: eos_token {eos!r} is not a token of {source}; fix the "
                     "config or pass eos_token_ids=[...]"
@@ -292,8 +353,12 @@ def declared_eos_beside(folder: Path, parsed: ParsedTokenizer, source: str) -> l
     if generation_file.is_file():
         generation = _read_json(generation_file, what="a generation_config.json")
         ids = generation.get("eos_token_id") if isinstance(generation, dict) else None
-        for token_id in [ids] if isinstance(ids, int) else ids or []:
-            if not isinstance(token_id, int) or not 0 <= token_id < len(parsed.spellings):
+        for token_id in ids if isinstance(ids, list) else [] if ids is None else [ids]:
+            if (
+                isinstance(token_id, bool)
+                or not isinstance(token_id, int)
+                or not 0 <= token_id < len(parsed.spellings)
+            ):
                 raise VocabularyError(
                     f"{generation_file}: eos_token_id {token_id!r} is not a token id of "
                     f"{source}; fix the config or pass eos_token_ids=[...]"

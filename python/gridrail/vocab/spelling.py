@@ -45,11 +45,13 @@ for _code in range(256):
 
 
 def byte_level_bytes(piece: str) -> bytes:
-    """The bytes of a byte-level BPE token (its own UTF-8 if it is not in the byte alphabet)."""
+    """The bytes of a byte-level BPE token (its own UTF-8 if it is not in the byte alphabet;
+    undecodable bytes a reader kept as surrogate escapes are those bytes again). A lone
+    surrogate spells nothing: UnicodeEncodeError, which the adapters report by token."""
     try:
         return piece.translate(_TO_LATIN1).encode("latin-1")
     except UnicodeEncodeError:
-        return piece.encode("utf-8")
+        return piece.encode("utf-8", "surrogateescape")
 
 
 def byte_fallback_value(piece: str) -> int | None:

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gridrail.vocab.vocabulary import Vocabulary, VocabularyError, assemble
+from gridrail.vocab.vocabulary import (
+    Vocabulary,
+    VocabularyError,
+    assemble,
+    check_id_span,
+    read_token_id,
+)
 
 
 def vocabulary_from_tiktoken(
@@ -25,17 +31,30 @@ def vocabulary_from_tiktoken(
                 f"{source}: not a tiktoken Encoding (no _special_tokens / special_tokens_set)"
             )
         specials = {name: encoding.encode_single_token(name) for name in names}
-    specials = {str(name): int(token_id) for name, token_id in specials.items()}
+    specials = {
+        str(name): read_token_id(token_id, f"special token {name!r}", source)
+        for name, token_id in specials.items()
+    }
 
     ranks = getattr(encoding, "_mergeable_ranks", None)
     if ranks is not None:
-        by_id = {int(rank): bytes(spelling) for spelling, rank in ranks.items()}
+        by_id: dict[int, bytes] = {}
+        for spelling, rank in ranks.items():
+            token_id = read_token_id(rank, f"token {spelling!r:.40}", source)
+            if token_id in by_id:
+                raise VocabularyError(
+                    f"{source}: rank {token_id} is given to two tokens, {by_id[token_id]!r:.40} "
+                    f"and {spelling!r:.40}"
+                )
+            by_id[token_id] = bytes(spelling)
     else:
         by_id = _ranks_by_decoding(encoding, set(specials.values()), source)
-    ids = list(by_id) + list(specials.values())
+    ids = set(by_id) | set(specials.values())
     if not ids:
         raise VocabularyError(f"{source}: the encoding has no tokens")
-    width = max(max(ids) + 1, int(getattr(encoding, "n_vocab", 0) or 0))
+    n_vocab = getattr(encoding, "n_vocab", 0) or 0
+    width = max(max(ids), read_token_id(n_vocab, "n_vocab", source) - 1) + 1
+    check_id_span(width - 1, len(ids), source)
     spellings: list[bytes | None] = [None] * width
     for token_id, spelling in by_id.items():
         spellings[token_id] = spelling
@@ -56,7 +75,7 @@ def vocabulary_from_tiktoken(
 
 def _ranks_by_decoding(encoding, special_ids: set[int], source: str) -> dict[int, bytes]:
     try:
-        count = int(encoding.n_vocab)
+        count = read_token_id(encoding.n_vocab, "n_vocab", source)
         decode = encoding.decode_single_token_bytes
     except AttributeError as error:
         raise VocabularyError(
@@ -70,5 +89,5 @@ def _ranks_by_decoding(encoding, special_ids: set[int], source: str) -> dict[int
         try:
             by_id[token_id] = bytes(decode(token_id))
         except KeyError:  # an unassigned id
-            continue
+            check_id_span(token_id, len(by_id) + len(special_ids), source)
     return by_id

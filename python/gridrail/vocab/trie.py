@@ -10,8 +10,13 @@ are flat `array('i')`s so a Rust kernel can take them over unchanged.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+from gridrail.vocab.vocabulary import VocabularyError
+
+S = TypeVar("S")  # a walker's state (for the oracle: a configuration)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class TokenTrie:
         return -1
 
     def tokenize(self, data: bytes) -> list[int]:
-        """Greedy longest-match token ids spelling exactly `data`; ValueError if some byte
+        """Greedy longest-match token ids spelling exactly `data`; VocabularyError if some byte
         cannot be spelled (a vocabulary that is not byte complete)."""
         out: list[int] = []
         pos = 0
@@ -61,10 +66,30 @@ class TokenTrie:
                 if self.token_id[node] >= 0:
                     best, best_end = self.token_id[node], i + 1
             if best < 0:
-                raise ValueError(f"no token spells byte {data[pos]:#04x} at offset {pos}")
+                raise VocabularyError(
+                    f"no token spells byte {data[pos]:#04x} at offset {pos} of {data[:40]!r}: "
+                    "the vocabulary is not byte complete (see ByteCompletenessWarning)"
+                )
             out.append(best)
             pos = best_end
         return out
+
+    def first_token(self, start: S, step: Callable[[S, int], S | None]) -> int | None:
+        """Some token id whose whole spelling `step` takes from `start`, byte by byte (a None
+        from `step` ends that path), or None when no token's does. Depth first, stopping at the
+        first token found: when every token is refused, each node is visited at most once."""
+        pending = [(0, start)]
+        while pending:
+            node, state = pending.pop()
+            child, end = node + 1, node + self.subtree_size[node]
+            while child < end:
+                after = step(state, self.edge_byte[child])
+                if after is not None:
+                    if self.token_id[child] >= 0:
+                        return self.token_id[child]
+                    pending.append((child, after))
+                child += self.subtree_size[child]
+        return None
 
     def spelling(self, node: int) -> bytes:
         """The bytes on the path to `node` (O(depth); for messages and tests)."""

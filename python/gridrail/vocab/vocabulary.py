@@ -5,6 +5,11 @@ oracle, so every adapter (``tokenizer.json``, transformers, tiktoken, GGUF) redu
 the same thing: a tuple ``token_bytes`` indexed by id, where ``None`` marks an id that spells
 nothing and is permanently masked (special, control, unknown and unused tokens, unassigned ids,
 and the end-of-sequence ids, which enter masks only through the EOS gate).
+
+What a tokenizer file says about ids is checked before any table is sized by it: an id is a
+non-negative integer (never a float, a string or a bool), one token per id, and the ids are
+nearly dense — at most ``MAX_UNASSIGNED_IDS`` unassigned ids below the highest one or below
+``size`` — so a corrupt file is a ``VocabularyError`` naming the id, not a gigabyte table.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
-from gridrail.errors import GridrailError
+from gridrail.errors import GridrailError, UsageError
 
 __all__ = [
     "END_OF_GENERATION_NAMES",
+    "MAX_UNASSIGNED_IDS",
     "ByteCompletenessWarning",
     "Vocabulary",
     "VocabularyError",
@@ -47,6 +53,12 @@ END_OF_GENERATION_NAMES = frozenset(
         "<eos>",
     }
 )
+
+#: Token ids must be nearly dense: at most this many ids below ``size`` may be unassigned (no
+#: token, or padding up to a model's logits width). Real tokenizers leave none or a few hundred
+#: (models pad their logits to a multiple of 64 or 128); a corrupt id such as 1e9 is then an
+#: error naming it, not a gigabyte table.
+MAX_UNASSIGNED_IDS = 1 << 16
 
 _NO_SPELLING = 0xFFFFFFFF
 _NEVER_IN_UTF8 = frozenset({0xC0, 0xC1, *range(0xF5, 0x100)})
@@ -91,16 +103,24 @@ class Vocabulary:
             elif isinstance(spelling, (bytes, bytearray, memoryview)):
                 spellings.append(bytes(spelling) or None)  # an empty spelling is no spelling
             else:
-                raise TypeError(
-                    f"{source}: token {token_id} is spelled {spelling!r}; "
+                raise UsageError(
+                    f"{source}: token {token_id} is spelled {spelling!r:.60}; "
                     "a spelling is bytes or None"
                 )
         if size is None:
             size = len(spellings)
+        elif isinstance(size, bool) or not isinstance(size, int):
+            raise UsageError(f"{source}: size must be an integer, not {type(size).__name__}")
         elif size < len(spellings):
             raise VocabularyError(
                 f"{source}: size={size} is smaller than the vocabulary, whose highest id is "
                 f"{len(spellings) - 1} (size must be at least {len(spellings)})"
+            )
+        elif size - len(spellings) > MAX_UNASSIGNED_IDS:
+            raise VocabularyError(
+                f"{source}: size={size} pads the {len(spellings)} ids of the vocabulary with "
+                f"{size - len(spellings)} unassigned ones, more than {MAX_UNASSIGNED_IDS}: "
+                "pass the model's logits width"
             )
         spellings.extend([None] * (size - len(spellings)))
         if size == 0:
@@ -303,18 +323,49 @@ class Vocabulary:
         )
 
 
+def read_token_id(value: object, what: str, source: str) -> int:
+    """``value`` as a token id read from a file: a non-negative integer, never a bool, a float
+    or a string (which the file's format does not allow and a lax reading would round)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise VocabularyError(
+            f"{source}: {what} has the id {value!r:.40}, which is not an integer; "
+            "is the file corrupt?"
+        )
+    if value < 0:
+        raise VocabularyError(f"{source}: {what} has the negative id {value}")
+    return value
+
+
+def check_id_span(highest: int, count: int, source: str) -> None:
+    """``count`` distinct ids up to ``highest`` leave at most MAX_UNASSIGNED_IDS unassigned
+    (checked before a table of ``highest + 1`` entries is made)."""
+    unassigned = highest + 1 - count
+    if unassigned > MAX_UNASSIGNED_IDS:
+        raise VocabularyError(
+            f"{source}: token id {highest} leaves {unassigned} ids unassigned below it (the "
+            f"source has {count} tokens; at most {MAX_UNASSIGNED_IDS} may be missing): is the "
+            "file corrupt?"
+        )
+
+
 def _id_list(ids, source: str) -> list[int]:
-    """One id or a sequence of ids (anything with ``__index__``) as a list of ints."""
+    """One id or a sequence of ids (anything with ``__index__`` but a bool) as a list of ints."""
     try:
-        return [operator.index(ids)]
+        return [_index(ids)]
     except TypeError:
         pass
     try:
-        return [operator.index(token_id) for token_id in ids]
+        return [_index(token_id) for token_id in ids]
     except TypeError as error:
         raise VocabularyError(
-            f"{source}: end-of-sequence ids must be integers, got {ids!r}"
+            f"{source}: end-of-sequence ids must be integers, got {ids!r:.80}"
         ) from error
+
+
+def _index(value) -> int:
+    if isinstance(value, bool):  # an int to Python, never a token id
+        raise TypeError("a bool is not a token id")
+    return operator.index(value)
 
 
 def _byte_ranges(values: Iterable[int]) -> str:

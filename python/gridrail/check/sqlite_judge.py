@@ -1,0 +1,276 @@
+"""SQLite's own binder as the judge of what a statement reads, calls and writes.
+
+The semantic checker binds names itself, so that it can say precisely where a statement breaks
+the policy; but a hand-written binder can be wrong where SQLite's is right by definition (a
+recursive CTE and a WITHOUT ROWID table each once hid a read of a hidden column from it). So for
+a SQLite schema every checked statement is also prepared by SQLite -- compiled as `EXPLAIN`,
+never run -- against a schema-only in-memory copy of the catalog, with an authorizer that
+records every access SQLite asks about while it binds the statement:
+
+  * SQLITE_READ (table, column): a column read, named as the catalog names it (a rowid alias as
+    its INTEGER PRIMARY KEY, the implicit row key as "ROWID"), or "" for a FROM item read
+    without a column (`count(*)`). Such a table read names a CTE as readily as a table, so only
+    one of a snapshot table is judged (a CTE that takes the name of a hidden table is then
+    refused: fail closed), and not the read of a recursive CTE by its own recursive SELECT;
+  * SQLITE_FUNCTION: a function call. LIKE, GLOB, REGEXP, MATCH, -> and ->> are functions to
+    SQLite but operators to the grammar, whose constructs judge them, so they are left out;
+  * SQLITE_INSERT, SQLITE_UPDATE (table, column), SQLITE_DELETE: what the statement writes;
+  * SQLITE_SELECT and SQLITE_RECURSIVE name nothing. Any other action is one no statement of the
+    grammar takes, so it is denied.
+
+Each access is judged against the role's view (`SchemaView`): the table must be in the
+snapshot and visible, the column visible (`may_read_row_key` for the row key), the function
+callable, a written table writable. The checker and SQLite must then agree: a denied access the
+checker did not report (no violation names its table and column, or the function) is a
+`database_denied` violation of its own, spanning the whole statement, because the checker missed
+it: that is a checker bug to report, and the statement is refused. A statement SQLite cannot
+prepare is `database_rejected`, quoting SQLite (the repair loop learns what the database would
+say), unless the checker already named a name it cannot bind (SQLite then says the same, less
+precisely). The kinds are those of the other databases' judges (`postgres_judge`,
+`duckdb_judge`).
+
+What SQLite does not report: the columns NATURAL JOIN and USING compare (it builds those
+references itself, without asking), so only the checker judges them.
+
+The copy holds the snapshot's CREATE TABLE statements (the DDL of the file it was read from)
+and stand-ins: a table with the snapshot's columns and row key for each view (policy is on the
+view, not the tables its definition reads, which SQLite would report instead), for each table
+of a schema written by hand (with an implicit row key) and for each table whose DDL this SQLite
+cannot run (a virtual table of a module it lacks). No data, no triggers, no indexes: nothing the
+grammar's statements bind against. It is read-only (`query_only`) and its prepared statements
+are never cached (a cached statement is not prepared again, so the authorizer would hear
+nothing). One connection per judge, used under a lock: a guide may check from several threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from gridrail.check.checker import Violation, may_read_row_key
+from gridrail.errors import JudgeError
+from gridrail.policy.dialect import ascii_lower
+from gridrail.policy.schema import Schema, Table
+from gridrail.policy.view import SchemaView
+
+# SQLite's functions that are the grammar's operators (`a LIKE b`, `j -> '$.x'`)
+_OPERATOR_FUNCTIONS = frozenset({"like", "glob", "regexp", "match", "->", "->>"})
+_WRITES = {
+    sqlite3.SQLITE_INSERT: "insert",
+    sqlite3.SQLITE_UPDATE: "update",
+    sqlite3.SQLITE_DELETE: "delete",
+}
+_NAMES_NOTHING = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
+# the checker's violations that say why SQLite cannot prepare a statement
+_NAME_ERRORS = frozenset(
+    {
+        "unknown_table",
+        "unknown_column",
+        "ambiguous_column",
+        "unbound_qualifier",
+        "circular_reference",
+    }
+)
+_CREATE_TABLE = re.compile(r"\s*CREATE\s+(?:VIRTUAL\s+)?TABLE\s", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One thing SQLite asked about while preparing a statement. ``action``: "read", "call",
+    "insert", "update", "delete", or "action N" (SQLite's code) for any other."""
+
+    action: str
+    table: str | None  # catalog spelling, as SQLite reports it
+    name: str | None  # the column (read, update; "" for a table read) or the function called
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What SQLite heard preparing one statement, or why it could not."""
+
+    accesses: tuple[Access, ...]
+    error: str | None  # SQLite's message when it cannot prepare the statement
+
+
+class SqliteJudge:
+    """Judges statements with SQLite's binder, for one role's view of one SQLite schema."""
+
+    def __init__(self, view: SchemaView):
+        if view.schema.dialect != "sqlite":
+            raise JudgeError(
+                f"the SQLite judge judges statements over a SQLite schema, and "
+                f"{view.schema.source} is {view.schema.dialect}: use its own database's judge"
+            )
+        self.view = view
+        self._lock = threading.Lock()
+        self._heard: list[Access] = []
+        self._db = _catalog_copy(view.schema)
+        self._db.set_authorizer(self._hear)
+
+    def prepare(self, sql: str) -> Prepared:
+        """Prepare one statement (compiled, never run) and return what SQLite asked about."""
+        with self._lock:
+            self._heard = []
+            try:
+                self._db.execute("EXPLAIN " + sql)
+            except (sqlite3.Error, sqlite3.Warning, ValueError) as e:  # ValueError: a NUL
+                return Prepared(tuple(self._heard), str(e))
+            return Prepared(tuple(self._heard), None)
+
+    def denied(self, prepared: Prepared) -> list[Access]:
+        """The accesses the role may not make, in the order SQLite asked about them."""
+        return [access for access in prepared.accesses if not self.allows(access)]
+
+    def allows(self, access: Access) -> bool:
+        view = self.view
+        if access.action == "call":
+            return access.name in _OPERATOR_FUNCTIONS or view.may_call(access.name or "")
+        table = view.schema.table(_quoted(access.table or ""))
+        if access.action == "read" and not access.name and table is None:
+            return True  # a CTE or subquery read whole
+        if table is None or not view.may_see_table(table.name):
+            return False
+        if access.action in ("insert", "delete"):
+            return view.may_write_table(table.name)
+        if access.action == "update":
+            return view.may_write_table(table.name) and self.may_see(table, access.name or "")
+        return access.action == "read" and view.may_read and self.may_see(table, access.name)
+
+    def may_see(self, table: Table, column: str | None) -> bool:
+        """A column as SQLite names it ("": none, the table is read as a whole; "ROWID": the
+        implicit row key). One the snapshot does not have (a virtual table's hidden column)
+        is denied."""
+        if not column:
+            return True
+        if table.column(_quoted(column), self.view.schema.rules) is not None:
+            return self.view.may_see_column(table.name, column)
+        return column == "ROWID" and may_read_row_key(self.view, table)
+
+    def row_key(self, access: Access) -> Access:
+        """The access with SQLite's "ROWID" (how an UPDATE names the row key even where it is
+        an alias) named as the checker names it: the INTEGER PRIMARY KEY, else "rowid"."""
+        table = self.view.schema.table(_quoted(access.table or ""))
+        if access.name != "ROWID" or table is None:
+            return access
+        if table.column(_quoted(access.name), self.view.schema.rules) is not None:
+            return access  # a real column of that name
+        return replace(access, name=table.rowid_column or "rowid")
+
+    def violations(self, sql: str, reported: Sequence[Violation]) -> list[Violation]:
+        """What SQLite's verdict adds to the checker's `reported` violations of `sql`: that it
+        cannot prepare it, or each denied access no reported violation covers."""
+        return self.verdict(sql, self.prepare(sql), reported)
+
+    def verdict(
+        self, sql: str, prepared: Prepared, reported: Sequence[Violation]
+    ) -> list[Violation]:
+        """`violations`, for a statement already prepared."""
+        data = sql.encode("utf-8", "surrogatepass")  # a lone surrogate: SQLite refuses it
+        if prepared.error is not None:
+            if any(v.kind in _NAME_ERRORS for v in reported):
+                return []  # SQLite refuses the name the checker named
+            message = f"SQLite cannot prepare the statement: {prepared.error}"
+            return [Violation("database_rejected", message, 0, len(data))]
+        denied = dict.fromkeys(self.row_key(access) for access in self.denied(prepared))
+        return [
+            self.missed(access, len(data))
+            for access in denied
+            if not _covered(access, reported, data)
+        ]
+
+    def missed(self, access: Access, end: int) -> Violation:
+        """A denied access that the checker did not report."""
+        role = f'role "{self.view.role.name}"' if self.view.role else "this role"
+        tail = (
+            "and the semantic checker did not report it: that is a gridrail bug, please report "
+            "it; the statement is refused"
+        )
+        if access.action == "read":
+            what = f'column "{access.name}" of table' if access.name else "table"
+            message = f'SQLite reads {what} "{access.table}", which {role} may not read, {tail}'
+            return Violation("database_denied", message, 0, end, access.table, access.name or None)
+        if access.action == "call":
+            message = f'SQLite calls function "{access.name}", which {role} may not call, {tail}'
+            return Violation("database_denied", message, 0, end)
+        target = f' table "{access.table}"' if access.table else ""
+        if access.action == "update" and access.name:
+            target = f' column "{access.name}" of{target}'
+        message = f"SQLite would {access.action}{target}, which {role} may not do, {tail}"
+        return Violation("database_denied", message, 0, end, access.table, access.name)
+
+    def _hear(
+        self, action: int, first: str | None, second: str | None, _db: str | None, inner: str | None
+    ) -> int:
+        """The authorizer: record, never refuse (the statement is only compiled, and refusing
+        would hide the rest of what it reads)."""
+        if action == sqlite3.SQLITE_READ:
+            # the recursive CTE reading itself is a read of the CTE, named as its context
+            if not (second == "" and inner and ascii_lower(first or "") == ascii_lower(inner)):
+                self._heard.append(Access("read", first, second))
+        elif action == sqlite3.SQLITE_FUNCTION:
+            self._heard.append(Access("call", None, (second or "").lower()))
+        elif action in _WRITES:
+            self._heard.append(Access(_WRITES[action], first, second))
+        elif action not in _NAMES_NOTHING:
+            self._heard.append(Access(f"action {action}", first, second))
+        return sqlite3.SQLITE_OK
+
+
+def _covered(access: Access, reported: Sequence[Violation], data: bytes) -> bool:
+    """Did the checker report this access: a violation naming its table (and its column, unless
+    either names none), or for a call a violation over the function's name?"""
+    if access.action == "call":
+        return any(
+            v.kind == "function_not_allowed"
+            and data[v.start : v.end].decode("utf-8", "replace").rstrip("( \t\r\n").lower()
+            == access.name
+            for v in reported
+        )
+    key = ascii_lower
+    return any(
+        v.table is not None
+        and key(v.table) == key(access.table or "")
+        and (not v.column or not access.name or key(v.column) == key(access.name))
+        for v in reported
+    )
+
+
+def _catalog_copy(schema: Schema) -> sqlite3.Connection:
+    """A schema-only in-memory copy of `schema`'s catalog, read-only once built."""
+    db = sqlite3.connect(
+        ":memory:", check_same_thread=False, cached_statements=0, isolation_level=None
+    )
+    for statement in schema.ddl:
+        # failing: a module this SQLite lacks, or a shadow table its virtual table made
+        with contextlib.suppress(sqlite3.Error):
+            if _CREATE_TABLE.match(statement):
+                db.execute(statement)
+    made = {ascii_lower(name) for (name,) in db.execute("SELECT name FROM sqlite_master")}
+    for table in schema.tables:
+        # failing (a name SQLite reserves): SQLite then refuses every statement that reads it
+        with contextlib.suppress(sqlite3.Error):
+            if ascii_lower(table.name) not in made and table.columns:
+                db.execute(_stand_in(table))
+    db.execute("PRAGMA query_only = ON")
+    return db
+
+
+def _stand_in(table: Table) -> str:
+    """CREATE TABLE with the snapshot's columns and row key: an alias where it names one,
+    WITHOUT ROWID (keyed on its first column) where it has none, else the implicit key."""
+    columns = [
+        _quoted(c.name) + (" INTEGER PRIMARY KEY" if c.name == table.rowid_column else "")
+        for c in table.columns
+    ]
+    if table.has_rowid is False:
+        columns.append(f"PRIMARY KEY ({_quoted(table.columns[0].name)})")
+    without = " WITHOUT ROWID" if table.has_rowid is False else ""
+    return f"CREATE TABLE {_quoted(table.name)} ({', '.join(columns)}){without}"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

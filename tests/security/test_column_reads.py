@@ -1,0 +1,431 @@
+"""Security review, issue 11, C1 and C2: column reads the checker did not see, and SQLite's own
+binder as the judge of column reads (`gridrail.check.sqlite_judge`). Each test reproduces a
+finding of the review, or a disagreement between the checker and SQLite that the differential
+run (bench/checker_differential.py) found; each failed before the fix. SQLite's verdict is the
+oracle throughout: what it reads is what the authorizer hears while it prepares the statement."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import closing
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import gridrail as gr
+from gridrail.check import SemanticChecker
+from gridrail.check.sqlite_judge import SqliteJudge
+from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
+from gridrail.policy.bundle import Policy
+from gridrail.policy.role import ColumnRule, Role
+from gridrail.policy.schema import Schema
+from gridrail.policy.view import SchemaView
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# people.ssn is the INTEGER PRIMARY KEY, so `rowid` reads it; w has no row key at all
+PEOPLE = """
+CREATE TABLE people (ssn INTEGER PRIMARY KEY, name TEXT);
+CREATE TABLE w (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;
+CREATE TABLE quirk (id INTEGER PRIMARY KEY DESC, name TEXT);
+CREATE TABLE keyed (a INTEGER, b TEXT, PRIMARY KEY (a));
+CREATE TABLE shadow (rowid TEXT, oid TEXT, _rowid_ TEXT);
+CREATE TABLE plain (x TEXT);
+CREATE VIEW pv AS SELECT name FROM people;
+"""
+SALARY_HIDDEN = (
+    '[roles.r]\nstatements = ["select"]\n[roles.r.columns]\nemployees = { deny = ["salary"] }\n'
+)
+
+
+@cache
+def _dialect() -> CompiledGrammar:
+    return compile_grammar(gr.Grammar.bundled("sqlite"))
+
+
+@cache
+def _hr() -> Schema:
+    return Schema.from_sqlite(EXAMPLES / "hr.sqlite")
+
+
+@pytest.fixture(scope="module")
+def people(tmp_path_factory: pytest.TempPathFactory) -> Schema:
+    path = tmp_path_factory.mktemp("column_reads") / "people.sqlite"
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(PEOPLE)
+    return Schema.from_sqlite(path)
+
+
+@cache
+def _guide(policy: str, role: str) -> gr.Guide:
+    vocab = gr.Vocabulary([*(bytes((b,)) for b in range(256)), None], eos_token_ids=256)
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        vocab,
+        schema=_hr(),
+        policy=Policy.from_text(policy),
+        role=role,
+    )
+
+
+def _deny(schema: Schema, table: str, *columns: str) -> SchemaView:
+    rule = ColumnRule(deny=frozenset(columns))
+    return SchemaView(schema, Role("r", frozenset({"select"}), columns={table: rule}))
+
+
+def _found(view: SchemaView, sql: str) -> list[tuple[str, str | None, str | None]]:
+    return [(v.kind, v.table, v.column) for v in SemanticChecker(_dialect(), view).check(sql)]
+
+
+def _reads(view: SchemaView, sql: str) -> set[tuple[str, str]]:
+    """The (table, column) reads SQLite reports preparing `sql` (it must prepare it)."""
+    prepared = SqliteJudge(view).prepare(sql)
+    assert prepared.error is None, prepared.error
+    return {(a.table, a.name) for a in prepared.accesses if a.action == "read" and a.name}
+
+
+# ----- C1: recursive CTEs --------------------------------------------------------------------
+
+C1_SUBQUERY = (
+    'SELECT name, (WITH RECURSIVE orders AS (SELECT 0 AS id UNION ALL SELECT "salary" FROM orders'
+    " WHERE id = 0) SELECT max(id) FROM orders) FROM employees;"
+)
+C1_NATURAL = (
+    "WITH RECURSIVE orders AS (SELECT 120000 AS salary, 1 AS id UNION ALL SELECT 0, 2 FROM orders"
+    " NATURAL JOIN employees) SELECT count(*) FROM orders;"
+)
+
+
+def test_c1_a_recursive_select_does_not_hide_an_outer_column() -> None:
+    """The recursive SELECT's columns are the anchor's ({id}), so "salary" binds to the outer
+    employees, as SQLite binds it: before, the CTE's own columns were unknown and took it."""
+    view = _deny(_hr(), "employees", "salary")
+    assert ("employees", "salary") in _reads(view, C1_SUBQUERY)
+    assert _found(view, C1_SUBQUERY) == [("double_quoted_column", "employees", "salary")]
+    assert _kinds_of(C1_SUBQUERY) == ["double_quoted_column"]
+
+
+def test_c1_a_recursive_select_natural_join_compares_the_hidden_column() -> None:
+    """The yes/no oracle: the anchor names a column salary, so NATURAL JOIN employees compares
+    employees.salary (SQLite builds that comparison without telling the authorizer: only the
+    checker can see it)."""
+    view = _deny(_hr(), "employees", "salary")
+    assert ("column_not_visible", "employees", "salary") in _found(view, C1_NATURAL)
+    assert "column_not_visible" in _kinds_of(C1_NATURAL)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # a subquery of the body reads it: SQLite says "circular reference"
+        "WITH c AS (SELECT 1 AS x UNION ALL SELECT (SELECT x FROM c) FROM people) SELECT x FROM c;",
+        # the anchor reads it
+        "WITH c AS (SELECT x FROM c UNION ALL SELECT 1 AS x) SELECT x FROM c;",
+        # a core before the recursive ones, joined by another operator, reads it
+        "WITH c AS (SELECT 1 AS x UNION SELECT 2 FROM c UNION ALL SELECT 3 FROM c)"
+        " SELECT x FROM c;",
+        # two bodies read each other
+        "WITH a AS (SELECT x FROM b), b AS (SELECT x FROM a) SELECT x FROM a;",
+        # a recursive SELECT reads it twice ("multiple references to recursive table")
+        "WITH c(x) AS (SELECT 1 UNION ALL SELECT 2 FROM c, c AS d) SELECT x FROM c;",
+    ],
+)
+def test_c1_a_cte_read_where_sqlite_refuses_it_is_reported(people: Schema, sql: str) -> None:
+    """Such a reference has no columns to bind names to: it is reported, never silently taken
+    for a source that absorbs every name."""
+    assert SqliteJudge(SchemaView(people, None)).prepare(sql).error is not None
+    assert ("circular_reference", None, None) in _found(SchemaView(people, None), sql)
+
+
+def test_c1_recursive_selects_sqlite_accepts_are_clean(people: Schema) -> None:
+    view = SchemaView(people, None)
+    for sql in [
+        "WITH c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3) SELECT x FROM c;",
+        "WITH c AS (SELECT 1 AS x UNION ALL SELECT 2 FROM c UNION ALL SELECT 3 FROM c)"
+        " SELECT x FROM c;",
+        "WITH c AS (SELECT 1 AS x UNION ALL SELECT 2 FROM (people JOIN c)) SELECT x FROM c;",
+        "WITH c AS (VALUES (1) UNION ALL SELECT column1 + 1 FROM c WHERE column1 < 3)"
+        " SELECT * FROM c;",
+    ]:
+        assert SqliteJudge(view).prepare(sql).error is None, sql
+        assert _found(view, sql) == [], sql
+
+
+def test_a_cte_body_binds_where_it_is_read() -> None:
+    """Found by reasoning from the differential's CTE cases, confirmed in SQLite: a CTE's body
+    is bound as a FROM subquery where it is read, so a name its own FROM lacks binds in the
+    queries around that read. Before, the body was bound once, where the WITH stands, so
+    "salary" was a string there and the hidden column was read unseen."""
+    sql = 'WITH c AS (SELECT "salary" AS s FROM orders) SELECT (SELECT s FROM c) FROM employees;'
+    view = _deny(_hr(), "employees", "salary")
+    assert ("employees", "salary") in _reads(view, sql)
+    assert _found(view, sql) == [("double_quoted_column", "employees", "salary")]
+    # ... and a body nothing reads is not bound at all (SQLite does not look at it)
+    assert _found(view, "WITH c AS (SELECT salary FROM employees) SELECT 1;") == []
+
+
+def test_a_recursive_select_reads_its_cte_whatever_a_with_inside_declares(
+    people: Schema,
+) -> None:
+    """Found by the differential run: SQLite takes a FROM item of the CTE's name in a recursive
+    SELECT for the CTE itself, by name, even where a WITH inside the body declares a CTE of that
+    name; the checker bound the inner one, whose column took "ssn"."""
+    sql = (
+        "SELECT name, (WITH c AS (WITH c AS (SELECT 0 AS ssn) SELECT 1 AS n UNION ALL"
+        " SELECT ssn FROM w, c WHERE n < 2) SELECT max(n) FROM c) FROM people;"
+    )
+    view = _deny(people, "people", "ssn")
+    assert ("people", "ssn") in _reads(view, sql)
+    assert _found(view, sql) == [("column_not_visible", "people", "ssn")]
+
+
+def test_t_star_expands_every_from_item_of_that_name(people: Schema) -> None:
+    """Found by the differential run: with a subquery and a table both named `people`,
+    `people.*` expands both (the checker expanded the first only)."""
+    sql = "SELECT people.* FROM (VALUES (1)) AS people NATURAL JOIN people;"
+    view = _deny(people, "people", "ssn")
+    assert ("people", "ssn") in _reads(view, sql)
+    assert ("column_not_visible", "people", "ssn") in _found(view, sql)
+
+
+def test_a_hidden_table_does_not_absorb_the_names_it_lacks() -> None:
+    """Found by the differential run: a table the role may not see was a source of unknown
+    columns, so a name it does not have was taken by it instead of binding outwards."""
+    view = SchemaView(_hr(), Policy.from_file(EXAMPLES / "hr_policy.toml").role("analyst"))
+    sql = 'SELECT name FROM employees WHERE (SELECT "salary" FROM salaries) > 0;'
+    assert ("double_quoted_column", "employees", "salary") in _found(view, sql)
+    unknown = SemanticChecker(_dialect(), view).check("SELECT nosuch FROM salaries;")
+    assert "amount" not in unknown[-1].message  # its columns are still not listed
+
+
+def test_cte_bindings_are_bounded() -> None:
+    """Each read binds a CTE's body again, so CTEs that read each other from nested queries
+    take exponentially many bindings (SQLite too): past the bound, the statement is refused,
+    quickly, and SQLite is not asked to prepare it."""
+    ctes = ["c0 AS (SELECT 1 AS x)"]
+    ctes += [f"c{i} AS (SELECT (SELECT x FROM c{i - 1}) AS x FROM c{i - 1})" for i in range(1, 30)]
+    sql = "WITH " + ", ".join(ctes) + " SELECT x FROM c29;"
+    result: list[list[str]] = []
+    worker = threading.Thread(target=lambda: result.append(_kinds_of(sql)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert result == [["statement_too_complex"]]
+
+
+def _kinds_of(sql: str) -> list[str]:
+    """The kinds `guide.check` reports, but for its language (the role cannot spell them)."""
+    return [v.kind for v in _guide(SALARY_HIDDEN, "r").check(sql) if v.kind != "outside_language"]
+
+
+# ----- C2: the row key -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["rowid", '"rowid"', "_rowid_", '"_rowid_"', "oid", '"oid"'])
+def test_c2_a_without_rowid_table_passes_the_row_key_name_outwards(
+    people: Schema, name: str
+) -> None:
+    """w has no row key, so the name binds to people's, which is ssn (the review: clean, and
+    SQLite returned every ssn)."""
+    sql = f"SELECT name, (SELECT {name} FROM w) FROM people;"
+    view = _deny(people, "people", "ssn")
+    assert ("people", "ssn") in _reads(view, sql)
+    kind = "double_quoted_column" if name.startswith('"') else "column_not_visible"
+    assert _found(view, sql) == [(kind, "people", "ssn")]
+
+
+def test_the_snapshot_records_each_row_key_as_sqlite_binds_it(people: Schema) -> None:
+    keys = {t.name: (t.has_rowid, t.rowid_column) for t in people.tables}
+    assert keys == {
+        "people": (True, "ssn"),
+        "w": (False, None),
+        "quirk": (True, None),  # INTEGER PRIMARY KEY DESC is no alias (SQLite's quirk)
+        "keyed": (True, "a"),  # a table constraint makes one too
+        "shadow": (False, None),  # real columns take all three names
+        "plain": (True, None),
+        "pv": (_views_have_rowid(), None),  # a view's row key is NULL, where it has one
+    }
+    assert [ddl.split(" (")[0] for ddl in people.ddl] == [
+        f"CREATE TABLE {t}" for t in ("people", "w", "quirk", "keyed", "shadow", "plain")
+    ]
+
+
+def _views_have_rowid() -> bool:
+    with closing(sqlite3.connect(":memory:")) as db:
+        db.execute("CREATE VIEW v AS SELECT 1 AS a")
+        try:
+            db.execute("SELECT rowid FROM v")
+        except sqlite3.OperationalError:
+            return False
+    return True
+
+
+def test_the_fingerprint_sees_row_keys_and_ddl(people: Schema) -> None:
+    """They change what a statement reads, so they are part of what a guide is valid for."""
+    first = people.tables[0]
+    changed = [
+        replace(people, tables=(replace(first, has_rowid=False), *people.tables[1:])),
+        replace(people, tables=(replace(first, rowid_column=None), *people.tables[1:])),
+        replace(people, ddl=people.ddl[1:]),
+    ]
+    assert len({people.fingerprint, *(s.fingerprint for s in changed)}) == 4
+
+
+def test_row_key_rules_follow_sqlite(people: Schema) -> None:
+    """Found by the differential run: a real column named rowid wins over another table's row
+    key (and NATURAL JOIN on it crashed the checker); a scope with several row keys passes the
+    name to a real column further out; USING cannot name the row key; a row key name that two
+    tables have is refused, and as a double-quoted string it is a string."""
+    view = _deny(people, "shadow", "rowid")
+    real = "SELECT rowid FROM people, shadow;"
+    assert _reads(view, real) == {("shadow", "rowid")}
+    assert _found(view, real) == [("column_not_visible", "shadow", "rowid")]
+    assert _found(view, "SELECT * FROM people NATURAL JOIN shadow;") == [
+        ("column_not_visible", "shadow", "rowid")
+    ]
+    # several row keys in one scope: a real column further out still takes the name
+    outer = "SELECT (SELECT oid FROM people, plain) FROM shadow;"
+    assert _reads(view, outer) == {("shadow", "oid")}
+    assert _found(view, outer) == []
+    using = SemanticChecker(_dialect(), view).check(
+        "SELECT 1 FROM people JOIN keyed USING (rowid);"
+    )
+    assert [v.kind for v in using] == ["unknown_column"]  # SQLite: cannot join using rowid
+    assert [k for k, *_ in _found(view, "SELECT rowid FROM people, plain;")] == ["ambiguous_column"]
+    assert _found(view, 'SELECT "rowid" FROM people, plain;') == []
+
+
+def test_the_implicit_row_key_is_hidden_by_an_allow_list(people: Schema) -> None:
+    view = SchemaView(
+        people,
+        Role("r", frozenset({"select"}), columns={"plain": ColumnRule(allow=frozenset({"x"}))}),
+    )
+    assert _reads(view, "SELECT oid FROM plain;") == {("plain", "ROWID")}
+    assert _found(view, "SELECT oid FROM plain;") == [("column_not_visible", "plain", "rowid")]
+    assert _found(view, "SELECT rowid FROM quirk;") == []  # no column rule there
+
+
+def test_a_hand_written_schema_judges_the_row_key_wherever_it_may_bind() -> None:
+    """`Schema.from_tables` does not say which tables are WITHOUT ROWID: `rowid` in w may be
+    w's (readable only if all of w is) or, if w has none, people's, which may be ssn."""
+    schema = Schema.from_tables("sqlite", {"people": ["ssn", "name"], "w": ["k"]})
+    view = _deny(schema, "people", "ssn")
+    assert _found(view, "SELECT name, (SELECT rowid FROM w) FROM people;") == [
+        ("column_not_visible", "people", "rowid")
+    ]
+    assert _found(view, "SELECT rowid FROM w;") == []
+
+
+# ----- the judge -----------------------------------------------------------------------------
+
+
+def test_what_the_checker_misses_the_judge_reports() -> None:
+    """Given no checker violations, the judge names each denied read, spanning the statement
+    (the checker's violations that name the read cover it)."""
+    view = _deny(_hr(), "employees", "salary")
+    judge = SqliteJudge(view)
+    sql = "SELECT name FROM employees WHERE salary > 0;"
+    (missed,) = judge.violations(sql, [])
+    assert (missed.kind, missed.table, missed.column) == ("database_denied", "employees", "salary")
+    assert (missed.start, missed.end) == (0, len(sql))
+    assert "did not report it" in missed.message
+    assert judge.violations(sql, SemanticChecker(_dialect(), view).check(sql)) == []
+
+
+def test_guide_check_adds_what_the_checker_missed(monkeypatch: pytest.MonkeyPatch) -> None:
+    guide = _guide(SALARY_HIDDEN, "r")
+    sql = "SELECT name FROM employees WHERE salary > 0;"
+    assert _kinds_of(sql) == ["column_not_visible"]
+    monkeypatch.setattr(guide._checker, "check", lambda _sql: [])  # a checker that misses it
+    judged = [(v.kind, v.column) for v in guide.check(sql) if v.kind != "outside_language"]
+    assert judged == [("database_denied", "salary")]
+
+
+def test_the_judge_names_what_sqlite_refuses() -> None:
+    judge = SqliteJudge(SchemaView(_hr(), None))
+    (rejected,) = judge.violations("SELECT max(max(id)) FROM employees;", [])
+    assert rejected.kind == "database_rejected"
+    assert (
+        rejected.message
+        == "SQLite cannot prepare the statement: misuse of aggregate function max()"
+    )
+    # a name the checker already named: SQLite says the same, so nothing is added
+    unknown = SemanticChecker(_dialect(), SchemaView(_hr(), None)).check("SELECT x FROM orders;")
+    assert judge.violations("SELECT x FROM orders;", unknown) == []
+
+
+def test_the_judge_judges_calls_and_writes_not_operators() -> None:
+    role = Role(
+        "r",
+        frozenset({"select", "update"}),
+        functions=frozenset({"count"}),
+        writes=frozenset({"orders"}),
+    )
+    judge = SqliteJudge(SchemaView(_hr(), role))
+    kinds = {
+        (v.kind, v.table, v.column)
+        for v in judge.violations("SELECT upper(name) FROM employees WHERE name LIKE 'a%';", [])
+    }
+    assert kinds == {("database_denied", None, None)}  # upper(), not LIKE
+    writes = judge.violations("UPDATE employees SET name = 'x';", [])
+    assert [(v.kind, v.table) for v in writes] == [("database_denied", "employees")]
+
+
+def test_an_update_of_the_row_key_is_an_update_of_its_alias(people: Schema) -> None:
+    """Found by the differential run: SQLite's authorizer names the column `SET rowid = ...`
+    writes "ROWID" even where the row key is an alias; the checker names the alias (ssn)."""
+    rule = {"people": ColumnRule(deny=frozenset({"ssn"}))}
+    view = SchemaView(people, Role("r", frozenset({"select", "update"}), columns=rule))
+    sql = "UPDATE people SET rowid = 5;"
+    found = SemanticChecker(_dialect(), view).check(sql)
+    assert [(v.kind, v.column) for v in found] == [("column_not_visible", "ssn")]
+    assert SqliteJudge(view).violations(sql, found) == []
+    (missed,) = SqliteJudge(view).violations(sql, [])
+    assert (missed.table, missed.column) == ("people", "ssn")
+
+
+def test_the_judge_never_runs_a_statement() -> None:
+    """abs() of the least integer overflows when it runs; preparing it does not. And the copy
+    stays empty whatever it is asked to prepare."""
+    judge = SqliteJudge(SchemaView(_hr(), None))
+    assert judge.prepare("SELECT abs(-9223372036854775808);").error is None
+    for _ in range(2):  # twice: a cached statement would not be prepared (nor heard) again
+        inserted = judge.prepare("INSERT INTO orders (total) VALUES (1);")
+        assert [a.action for a in inserted.accesses] == ["insert"]
+    counted = judge.prepare(
+        "SELECT count(*) FROM orders WHERE (SELECT abs(-9223372036854775808) FROM orders);"
+    )
+    assert counted.error is None
+
+
+def test_views_and_hand_written_tables_get_stand_ins(people: Schema) -> None:
+    """A view is judged as itself (not as the tables its definition reads); a schema written
+    by hand gets tables of its columns."""
+    view = _deny(people, "pv", "name")
+    assert _reads(view, "SELECT name FROM pv;") == {("pv", "name")}
+    hand = Schema.from_tables("sqlite", {"t": ["a", "b"]})
+    assert _reads(SchemaView(hand, None), "SELECT a, rowid FROM t;") == {("t", "a"), ("t", "ROWID")}
+
+
+def test_the_judge_is_for_sqlite_schemas() -> None:
+    duck = Schema.from_tables("duckdb", {"t": ["a"]})
+    with pytest.raises(gr.JudgeError, match="judges statements over a SQLite schema"):
+        SqliteJudge(SchemaView(duck, None))
+
+
+def test_the_judge_may_be_shared_by_threads() -> None:
+    judge = SqliteJudge(_deny(_hr(), "employees", "salary"))
+    statements = ["SELECT salary FROM employees;", "SELECT name FROM employees;"] * 50
+    expected = [len(judge.violations(sql, [])) for sql in statements]
+    results: list[list[int]] = []
+
+    def work() -> None:
+        results.append([len(judge.violations(sql, [])) for sql in statements])
+
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert results == [expected] * 4
