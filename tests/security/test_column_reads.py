@@ -23,6 +23,7 @@ from gridrail.policy.bundle import Policy
 from gridrail.policy.role import ColumnRule, Role
 from gridrail.policy.schema import Schema
 from gridrail.policy.view import SchemaView
+from test_schema import _views_have_rowid
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # people.ssn is the INTEGER PRIMARY KEY, so `rowid` reads it; w has no row key at all
@@ -249,16 +250,6 @@ def test_the_snapshot_records_each_row_key_as_sqlite_binds_it(people: Schema) ->
     assert [ddl.split(" (")[0] for ddl in people.ddl] == [
         f"CREATE TABLE {t}" for t in ("people", "w", "quirk", "keyed", "shadow", "plain")
     ]
-
-
-def _views_have_rowid() -> bool:
-    with closing(sqlite3.connect(":memory:")) as db:
-        db.execute("CREATE VIEW v AS SELECT 1 AS a")
-        try:
-            db.execute("SELECT rowid FROM v")
-        except sqlite3.OperationalError:
-            return False
-    return True
 
 
 def test_the_fingerprint_sees_row_keys_and_ddl(people: Schema) -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from gridrail.errors import PolicyError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
-from gridrail.policy.constructs import ConstructCatalogue
+from gridrail.policy.constructs import ConstructCatalogue, read_policy_text
 from gridrail.policy.dialect import IdentifierRules
 from gridrail.policy.role import ColumnRule, Role
 from gridrail.policy.schema import Schema, Table
@@ -59,18 +59,7 @@ class Policy:
         grammar: Grammar | CompiledGrammar | None = None,
         catalogue: ConstructCatalogue | None = None,
     ) -> Policy:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise PolicyError(
-                f"cannot read the policy file: {exc.strerror}", source=os.fspath(path)
-            ) from None
-        except UnicodeDecodeError as exc:
-            raise PolicyError(
-                f"the policy file is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                source=os.fspath(path),
-            ) from None
+        text = read_policy_text(path, "policy file")
         return cls.from_text(text, grammar, os.fspath(path), catalogue)
 
     @classmethod

@@ -109,13 +109,7 @@ class ConstructCatalogue:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], grammar: Grammar) -> ConstructCatalogue:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise PolicyError(
-                f"cannot read the construct catalogue: {exc.strerror}", source=os.fspath(path)
-            ) from None
+        text = read_policy_text(path, "construct catalogue")
         return cls.from_text(text, grammar, os.fspath(path))
 
     @classmethod
@@ -238,6 +232,22 @@ def _capabilities(
         picked = _select_all(grammar, spec["productions"], f"{where}.productions", source)
         out[name] = Capability(frozenset(requires), picked)
     return out
+
+
+def read_policy_text(path: str | os.PathLike[str], what: str) -> str:
+    """The UTF-8 text of a policy or catalogue file; PolicyError naming the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise PolicyError(
+            f"cannot read the {what}: {exc.strerror}", source=os.fspath(path)
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(
+            f"the {what} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            source=os.fspath(path),
+        ) from None
 
 
 def _select_all(grammar: Grammar, selectors: object, where: str, source: str) -> frozenset[int]:
