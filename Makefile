@@ -3,7 +3,8 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip --disable-pip-version-check
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: install postgres-server demo test test-rust lint test-python check-long bench
+.PHONY: install postgres-server demo test test-rust lint test-python check-long check-long-reduced \
+  llama-cpp bench mutation
 
 # Editable install: maturin builds gridrail._kernels into python/gridrail/.
 install: postgres-server
@@ -47,11 +48,24 @@ lint:
 test-python:
 	$(PYTHON) -m pytest -q -rs
 
-# Long soak / differential runs (not part of CI's default run).
-check-long: install
-	@# mode 3's integration test needs llama-cpp-python (built from source, ~6 min on 2 cores)
+# Long soak / differential runs at full size (tests/support/long_tier.py); CI runs the same tests
+# at reduced sizes (check-long-reduced) to stay within its time budget.
+check-long: install llama-cpp mutation
+	$(PYTHON) -m pytest -q -rs -m long
+
+check-long-reduced: install llama-cpp
+	GRIDRAIL_LONG=reduced $(PYTHON) -m pytest -q -rs -m long
+
+# mode 3's integration test needs llama-cpp-python (built from source, ~6-8 min on 2 cores; pip
+# caches the built wheel, so later runs reuse it)
+llama-cpp:
 	$(PIP) install --quiet 'llama-cpp-python>=0.3'
-	$(PYTHON) -m pytest -q -m long
+
+# Bounded mutation testing of the core modules on a private copy (bench/mutation.py), for
+# MUTATION_MINUTES (default 20); survivors are listed in build/mutation/summary.md, not failed on.
+mutation: install
+	$(PIP) install --quiet 'cosmic-ray>=8.7,<9'
+	$(PYTHON) bench/mutation.py
 
 bench: install
 	$(PYTHON) bench/compile_time.py

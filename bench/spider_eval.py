@@ -8,15 +8,22 @@ Sample. The questions of `train_spider.json` (in file order, index = position in
 database file `database/<db_id>/<db_id>.sqlite` exists; `random.Random(seed).sample(eligible,
 n)`, processed in sampled order. Questions whose database is absent (baseball_1, soccer_1) are
 left out before sampling, and how many were left out is printed and recorded. Every arm sees the
-same questions, the same model (SmolLM2-135M-Instruct by default, CPU, float32, `--threads`
-torch threads), the same prompt (`gridrail.prompt.question_messages` over the database's full
-schema: no policy, so every table and column is visible) and greedy decoding.
+same questions, the same model (SmolLM2-135M-Instruct by default, loaded by
+`gridrail.models.load_model` with `--runtime`; `--threads` torch threads), the same prompt
+(`gridrail.ask.question_prompt` over the database's full schema — no policy, so every table and
+column is visible — with the sample rows `ask` shows when given the database; the assistant's
+turn is opened with the ```sql fence) and greedy decoding (the candidates arm samples the
+candidates after its first).
 
-Arms.
-  1. unconstrained: plain greedy decoding (`CausalLMLogits` + argmax over the model's whole
-     output layer) until an EOS id of the vocabulary or `--max-tokens` tokens (EOS counted, as
-     the constrained budget counts it); the text is the tokenizer's decode without special
-     tokens. The SQL is taken from it as a user would (`extract_sql`):
+Arms (`--arms`, default all four). Every constrained arm is `gridrail.ask.ask` given the
+database, as `gridrail ask --execute` runs it: clean statements are executed read-only within
+`--exec-timeout` seconds. Its guide is compiled as `gridrail ask` compiles one, with the strict
+`GenerationProfile()` (no comments, nothing after the final ";", bounded invented names);
+`--full-language` compiles the dialect's whole language instead (as earlier results did).
+  unconstrained: greedy decoding from the same prompt (`model.next_logits` and argmax over the
+     model's whole output layer) until an EOS id or `--max-tokens` tokens (EOS counted, as the
+     constrained budget counts it); the text is the tokens' spellings. The SQL is taken from
+     the answer as a user would (`extract_sql` over the fence the prompt opened and the text):
        a. the contents of the first ```sql fence (to its closing ``` or the end of the text),
           else the text from the first whole word SELECT, WITH, INSERT, UPDATE or DELETE written
           in upper case, else from the first whole word "select" in any case, to the end of the
@@ -24,54 +31,71 @@ Arms.
        b. cut just after the first ";" outside quotes and comments, whitespace stripped, and a
           ";" appended when it does not end with one (the bundled grammar requires the
           terminating ";", SQLite does not).
-  2. constrained: `gridrail.ask.ask(..., repair=False)`; the SQL is the generation's text.
-  3. constrained + repair: `ask(..., repair=True)`: the checker's violations trigger one
-     constrained retry, whose statement is final. Its first attempt *is* arm 2's generation
-     (`ask` runs the same first attempt whether or not it may repair, and greedy decoding is
-     deterministic), so arm 2 is read off arm 3's first attempt instead of being decoded twice.
-     `--verify-reuse K` decodes arm 2 separately for the first K questions and records whether
-     the token sequences are identical (`reuse_identical` in the rows; printed at the end).
+  constrained: `ask(..., repair=False)`: the greedy generation under the mask.
+  repair (column "constrained+repair"): `ask(..., repair=True)`: a first generation with
+     violations, or one that does not run, gets one constrained retry quoting them back, whose
+     statement is final. Its first attempt *is* the constrained arm's generation (`ask` runs
+     the same first attempt whether or not it may repair, and greedy decoding is
+     deterministic), so when both arms run the constrained one is read off it. `--verify-reuse
+     K` decodes it separately for the first K questions and records whether the token
+     sequences are identical (`reuse_identical` in the rows; printed at the end).
+  candidates (column "constrained+candidates"): `ask(..., candidates=K)` (`--candidates`,
+     default 4): the greedy generation and K-1 seeded samples under the mask; `ask` executes
+     the clean ones and chooses the best that runs (retrying as the repair arm does when none
+     is clean or none runs). The chosen statement is judged.
 
-Metrics (per arm; arm 3 judges its final statement).
-  - SQLite grammar parses: the SQL is a sentence of the bundled `sqlite` dialect grammar
-    (identifiers unrestricted).
-  - parses (guide's language): `guide.check(sql)` has no "outside_language" violation. The
-    guide's language is the dialect with TABLE_NAME / COLUMN_NAME restricted to the schema's
-    names, so this also requires lexicon names.
-  - schema names (table/column): judged on the dialect's parse tree with SQLite's name rules
+Metrics (per arm, on its final statement), in the table's order.
+  - executes: runs without error on the real database, opened read-only (`mode=ro` and
+    `PRAGMA query_only`), stopped after `--exec-timeout` seconds by a progress handler or past
+    `MAX_ROWS` rows. A write statement fails (read-only), so it does not execute.
+  - execution accuracy (EX): the result equals the gold query's result on the same database:
+    as a list of rows when the gold has an ORDER BY at the top level (outside parentheses),
+    else as a multiset of rows. Rows are compared as tuples in column order (no column
+    permutation), values by Python equality (1 == 1.0; floats exactly). Denominator: questions
+    whose gold query executes (gold failures are counted and listed, not scored).
+  - truncated: unconstrained, `--max-tokens` tokens without EOS; constrained, the final
+    generation's stop is "reserve" (the budget trigger wrote the ending).
+  - SQLite prepares: the independent referee of validity. SQLite itself compiles the statement
+    on the real database (`EXPLAIN <sql>` on a read-only connection: the program is compiled
+    and listed, never run), so syntax, names (tables, columns, qualifiers, functions) and
+    SQLite's refusals such as "no tables specified" are judged by the engine, not by gridrail.
+    A write statement prepares. The notes list the refusals by message class.
+  - tokens per question: tokens written, EOS included, over every generation of the arm.
+  - wall seconds per question.
+  - repairs triggered: questions whose arm made the retry; generations per question.
+  Then gridrail's own judgements, which a sound engine makes 100% for the constrained arms by
+  construction (checks of the engine, not of the answers):
+  - gridrail grammar, sqlite dialect: the SQL is a sentence of the bundled `sqlite` dialect
+    grammar (identifiers unrestricted).
+  - gridrail grammar, guide's language: `guide.check(sql)` has no "outside_language"
+    violation. The guide's language is the dialect with TABLE_NAME / COLUMN_NAME restricted to
+    the schema's names, so this also requires lexicon names.
+  - gridrail names, table/column: judged on the dialect's parse tree with SQLite's name rules
     (`IdentifierRules.denotes`, as tests/test_policy_walk.py does): every TABLE_NAME token
     denotes a table of the schema or a CTE the statement declares, every COLUMN_NAME token a
     column of some table of the schema or a column alias the statement declares (SQLite lets
     ORDER BY name a select-list alias). Output the dialect does not parse fails.
-  - schema names incl. qualifiers: the above, and every qualifier (`T1.` in `T1.name`) denotes a
-    schema table or a table alias / CTE the statement declares (masks do not restrict
-    qualifiers; the checker reports unbound ones).
-  - checker-clean: `guide.check(sql) == []` (what decides whether arm 3 repairs).
-  - executes: runs without error on the real database, opened read-only (`mode=ro` and
-    `PRAGMA query_only`), stopped after `--exec-timeout` seconds by a progress handler or past
-    `MAX_ROWS` rows. A write statement fails (read-only), so it does not execute.
-  - execution accuracy: the result equals the gold query's result on the same database: as a
-    list of rows when the gold has an ORDER BY at the top level (outside parentheses), else as
-    a multiset of rows. Rows are compared as tuples in column order (no column permutation),
-    values by Python equality (1 == 1.0; floats exactly). Denominator: questions whose gold
-    query executes (gold failures are counted and listed, not scored).
-  - truncated: unconstrained, `--max-tokens` tokens without EOS; constrained, the final
-    generation's stop is "reserve" (the budget trigger wrote the ending).
-  - tokens per question: tokens written, EOS included; arm 3 counts every attempt's tokens.
-  - repairs triggered: arm 3's questions whose first attempt had violations.
+  - gridrail names incl. qualifiers: the above, and every qualifier (`T1.` in `T1.name`)
+    denotes a schema table or a table alias / CTE the statement declares.
+  - gridrail checker-clean: `guide.check(sql) == []` (what decides whether `ask` repairs).
   - mask overhead: guard ms per token = sum(guard_seconds) / sum(tokens) (masks, jump-forward,
     accepting, audit: everything but the model), model ms per call = sum(model_seconds) /
     sum(model_calls) (the first call of a generation includes the prompt's prefill), and their
     ratio. The unconstrained arm's model ms per call is measured the same way, for reference.
+Each arm's row also records `has_comment` and `after_semicolon` (the text after the
+statement's first ";" outside quotes and comments; "" when nothing follows), and the prepare
+error.
 
 One JSON row per question goes to `--out` as it finishes (`--resume` skips the questions a file
 already has). Guides are compiled once per database and the model is loaded once.
+`--summarize` reads the files of earlier versions too: a metric their rows lack shows "—".
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import random
@@ -81,8 +105,8 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from contextlib import closing
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +114,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import describe
 
 ROOT = Path(__file__).resolve().parent.parent
-ARMS = ("unconstrained", "constrained", "constrained+repair")
+# `--arms` option → the arm's key in the rows and its column in the table (in table order)
+ARM_KEYS = {
+    "unconstrained": "unconstrained",
+    "constrained": "constrained",
+    "repair": "constrained+repair",
+    "candidates": "constrained+candidates",
+}
+ARMS = tuple(ARM_KEYS.values())
 MAX_ROWS = 1_000_000
 _SAMPLE_ROWS = 3  # rows of each result kept in the JSONL for inspection
+DEFAULT_CANDIDATES = 4  # K of the candidates arm
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,6 +266,15 @@ class Execution:
         return self.rows is not None
 
 
+@contextmanager
+def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the database file that cannot write it (`mode=ro`, `query_only`)."""
+    uri = f"{db_path.resolve().as_uri()}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True, check_same_thread=False)) as db:
+        db.execute("PRAGMA query_only = 1")
+        yield db
+
+
 def execute(db_path: Path, sql: str, timeout_s: float = 10.0, max_rows: int = MAX_ROWS):
     """Run `sql` on the database read-only, stopping it after `timeout_s` seconds (progress
     handler) or past `max_rows` rows."""
@@ -241,10 +282,8 @@ def execute(db_path: Path, sql: str, timeout_s: float = 10.0, max_rows: int = MA
         return Execution(None, "no SQL")
     started = time.perf_counter()
     deadline = started + timeout_s
-    uri = f"{db_path.resolve().as_uri()}?mode=ro"
     try:
-        with closing(sqlite3.connect(uri, uri=True, check_same_thread=False)) as db:
-            db.execute("PRAGMA query_only = 1")
+        with _read_only(db_path) as db:
             db.text_factory = lambda b: b.decode("utf-8", "replace")
             db.set_progress_handler(lambda: time.perf_counter() > deadline, 10_000)
             cursor = db.execute(sql)
@@ -259,6 +298,39 @@ def execute(db_path: Path, sql: str, timeout_s: float = 10.0, max_rows: int = MA
         if message == "interrupted" and time.perf_counter() > deadline:
             message = f"timeout after {timeout_s:g} s"
         return Execution(None, f"{type(exc).__name__}: {message}", _since(started))
+
+
+_LEADING_EXPLAIN = re.compile(r"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*explain\b", re.I | re.S)
+
+
+def prepare_error(db_path: Path, sql: str) -> str | None:
+    """SQLite's own verdict on `sql` as a statement of this database, without running it: None
+    when SQLite compiles `EXPLAIN <sql>` (the statement's program, listed instead of run) on a
+    read-only connection, else SQLite's message ("no tables specified", 'near ";": syntax
+    error', "no such column: T1.x"; Python's sqlite3 refuses a second statement with "You can
+    only execute one statement at a time.")."""
+    if not sql.strip():
+        return "no SQL"
+    # an EXPLAIN statement is compiled, not run, as it is (SQLite refuses EXPLAIN EXPLAIN)
+    statement = sql if _LEADING_EXPLAIN.match(sql) else "EXPLAIN " + sql
+    try:
+        with _read_only(db_path) as db:
+            db.execute(statement)
+    except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+_NEAR = re.compile(r'^near ".*": ', re.S)  # SQLite's syntax errors quote the token first
+_COUNT = re.compile(r"\b\d+(?:st|nd|rd|th)?\b")
+
+
+def error_class(message: str) -> str:
+    """A SQLite message without what it quotes, for counting refusals by kind: 'near ";":
+    syntax error' → "syntax error", "no such column: T1.x" → "no such column", "1st ORDER BY
+    term out of range - should be between 1 and 2" → "N ORDER BY term out of range"."""
+    head = _NEAR.sub("", message).split(": ")[0].split(" - ")[0]
+    return _COUNT.sub("N", head).strip().rstrip(".")
 
 
 def _since(started: float) -> float:
@@ -345,9 +417,14 @@ class Judge:
         violations = self.guide.check(sql) if sql else []
         problems = name_problems(self.dialect, self.schema, sql) if sql else None
         run = execute(self.db_path, sql, self.exec_timeout)
+        refusal = prepare_error(self.db_path, sql)
         kinds = [v.kind for v in violations]
         return {
             "sql": sql,
+            "prepares": refusal is None,
+            "prepare_error": refusal,
+            "has_comment": has_comment(sql),
+            "after_semicolon": after_semicolon(sql),
             "dialect_parses": problems is not None,
             "parses": bool(sql) and "outside_language" not in kinds,
             "names_ok": problems is not None
@@ -370,18 +447,24 @@ class Judge:
 # Aggregation
 # ----------------------------------------------------------------------------------------------
 
-_PERCENT_METRICS = (
-    ("SQLite grammar parses", "dialect_parses"),
-    ("parses (guide's language)", "parses"),
-    ("schema names: table/column tokens", "names_ok"),
-    ("schema names incl. qualifiers", "names_ok_qualified"),
-    ("checker-clean (guide.check == [])", "clean"),
-    ("executes", "executes"),
+# (label, row key) of the percentages, each in its place in the table
+_LEAD_METRICS = (("executes", "executes"),)
+_TRUNCATED = (("truncated", "truncated"),)
+_REFEREE_METRICS = (("SQLite prepares (EXPLAIN on the database)", "prepares"),)
+_GRIDRAIL_METRICS = (
+    ("gridrail grammar: sqlite dialect parses", "dialect_parses"),
+    ("gridrail grammar: guide's language", "parses"),
+    ("gridrail names: table/column tokens", "names_ok"),
+    ("gridrail names incl. qualifiers", "names_ok_qualified"),
+    ("gridrail checker-clean (guide.check == [])", "clean"),
 )
+_PERCENT_METRICS = _LEAD_METRICS + _TRUNCATED + _REFEREE_METRICS + _GRIDRAIL_METRICS
+_REPAIRING = ("constrained+repair", "constrained+candidates")  # the arms that may retry
 
 
 def summarize(rows: Sequence[dict]) -> dict[str, dict[str, float | int | None]]:
-    """Per arm: the metrics of the module docstring from question rows."""
+    """Per arm: the metrics of the module docstring from question rows; None for a metric some
+    row lacks (a file written before the metric existed)."""
     out: dict[str, dict[str, float | int | None]] = {}
     for arm in ARMS:
         results = [r["arms"][arm] for r in rows if arm in r.get("arms", {})]
@@ -390,13 +473,19 @@ def summarize(rows: Sequence[dict]) -> dict[str, dict[str, float | int | None]]:
             continue
         m: dict[str, float | int | None] = {"questions": n}
         for _, key in _PERCENT_METRICS:
-            m[key] = 100.0 * sum(bool(a[key]) for a in results) / n
+            recorded = all(key in a for a in results)
+            m[key] = 100.0 * sum(bool(a[key]) for a in results) / n if recorded else None
         scored = [a["correct"] for a in results if a["correct"] is not None]
         m["scored"] = len(scored)
         m["correct"] = 100.0 * sum(scored) / len(scored) if scored else None
-        m["truncated"] = 100.0 * sum(bool(a["truncated"]) for a in results) / n
         m["tokens"] = sum(a["tokens"] for a in results) / n
         m["repairs"] = sum(bool(a.get("repaired")) for a in results)
+        stops = [a.get("stops") for a in results]
+        m["generations"] = (
+            sum(map(len, stops)) / n if arm != "unconstrained" and all(stops) else None
+        )
+        ks = {a.get("candidates") for a in results}
+        m["candidates"] = ks.pop() if len(ks) == 1 else None
         tokens = sum(a["tokens"] for a in results)
         calls = sum(a["model_calls"] for a in results)
         model = sum(a["model_seconds"] for a in results)
@@ -414,7 +503,13 @@ def summarize(rows: Sequence[dict]) -> dict[str, dict[str, float | int | None]]:
 
 
 def markdown_table(summary: dict[str, dict]) -> str:
+    """The arms side by side: what matters first (executes, EX, truncated), then the
+    independent referee (SQLite's prepare), cost, and last gridrail's own judgements."""
     arms = [a for a in ARMS if a in summary]
+
+    def header(arm: str) -> str:
+        k = summary[arm].get("candidates")
+        return f"{arm} (K={k})" if arm == "constrained+candidates" and k is not None else arm
 
     def cells(fmt) -> str:
         return " | ".join(fmt(summary[a]) for a in arms)
@@ -425,25 +520,29 @@ def markdown_table(summary: dict[str, dict]) -> str:
     def num(key, spec, na="—"):
         return lambda m: na if m.get(key) is None else format(m[key], spec)
 
-    lines = [
-        f"| metric | {' | '.join(arms)} |",
-        "|---|" + "---:|" * len(arms),
-        f"| questions | {cells(num('questions', 'd'))} |",
-    ]
-    lines += [f"| {label} | {cells(pct(key))} |" for label, key in _PERCENT_METRICS]
-    lines += [
-        f"| execution accuracy | {cells(lambda m: _accuracy(m))} |",
-        f"| truncated | {cells(pct('truncated'))} |",
-        f"| mean tokens per question | {cells(num('tokens', '.1f'))} |",
-        "| repairs triggered | "
-        + " | ".join("—" if a != "constrained+repair" else str(summary[a]["repairs"]) for a in arms)
-        + " |",
-        f"| guard ms per token | {cells(num('guard_ms_per_token', '.2f'))} |",
-        f"| model ms per call | {cells(num('model_ms_per_call', '.1f'))} |",
-        f"| guard / model (per token vs per call) | {cells(num('guard_over_model', '.3f'))} |",
-        f"| wall s per question | {cells(num('seconds', '.1f'))} |",
-    ]
-    return "\n".join(lines)
+    def percentages(metrics) -> list[str]:
+        return [f"| {label} | {cells(pct(key))} |" for label, key in metrics]
+
+    repairs = " | ".join(str(summary[a]["repairs"]) if a in _REPAIRING else "—" for a in arms)
+    return "\n".join(
+        [
+            f"| metric | {' | '.join(map(header, arms))} |",
+            "|---|" + "---:|" * len(arms),
+            f"| questions | {cells(num('questions', 'd'))} |",
+            *percentages(_LEAD_METRICS),
+            f"| execution accuracy (EX) | {cells(_accuracy)} |",
+            *percentages(_TRUNCATED),
+            *percentages(_REFEREE_METRICS),
+            f"| mean tokens per question | {cells(num('tokens', '.1f'))} |",
+            f"| wall s per question | {cells(num('seconds', '.1f'))} |",
+            f"| repairs triggered | {repairs} |",
+            f"| generations per question | {cells(num('generations', '.2f'))} |",
+            *percentages(_GRIDRAIL_METRICS),
+            f"| guard ms per token | {cells(num('guard_ms_per_token', '.2f'))} |",
+            f"| model ms per call | {cells(num('model_ms_per_call', '.1f'))} |",
+            f"| guard / model (per token vs per call) | {cells(num('guard_over_model', '.3f'))} |",
+        ]
+    )
 
 
 def _accuracy(m: dict) -> str:
@@ -465,26 +564,30 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def unconstrained(model, prompt: Sequence[int], max_tokens: int) -> dict:
-    """Plain greedy decoding: argmax over every logit until an EOS id or `max_tokens` tokens."""
-    import torch
+    """Plain greedy decoding from `prompt`: argmax over every id of the model's vocabulary
+    until an EOS id or `max_tokens` tokens. Any runtime: `model.next_logits`, and the text
+    spelled with the model's vocabulary (special tokens spell nothing)."""
+    import numpy as np
 
-    from gridrail.decode.hf import CausalLMLogits
+    from gridrail.decode.logits import as_vector
 
-    eos = set(model.vocab.eos_token_ids)
-    next_logits = CausalLMLogits(model.model, prompt)
+    vocab = model.vocab
+    eos = set(vocab.eos_token_ids)
+    next_logits = model.next_logits(list(prompt))
     tokens: list[int] = []
     model_seconds = 0.0
     while len(tokens) < max_tokens:
         started = time.perf_counter()
-        token = int(torch.argmax(next_logits(tokens)))
+        logits = next_logits(tokens)
         model_seconds += time.perf_counter() - started
+        token = int(np.argmax(as_vector(logits)[: vocab.size]))
         tokens.append(token)
         if token in eos:
             break
     stopped = bool(tokens) and tokens[-1] in eos
-    text = model.tokenizer.decode(tokens, skip_special_tokens=True)
+    spelled = b"".join(vocab.token_bytes(t) or b"" for t in tokens)
     return {
-        "text": text,
+        "text": spelled.decode("utf-8", "replace"),
         "tokens": len(tokens),
         "truncated": not stopped,
         "model_seconds": model_seconds,
@@ -493,11 +596,14 @@ def unconstrained(model, prompt: Sequence[int], max_tokens: int) -> dict:
     }
 
 
-def _generation_fields(attempts) -> dict:
+def _generation_fields(attempts: Sequence, final: int) -> dict:
+    """Tokens, stops and time over every generation of an arm; `truncated` and `final` (its
+    index in `stops` / `kinds`) are the chosen generation's."""
     gens = [a.generation for a in attempts]
     return {
         "tokens": sum(len(g.tokens) for g in gens),
-        "truncated": gens[-1].stop == "reserve",
+        "truncated": gens[final].stop == "reserve",
+        "final": final,
         "stops": [g.stop for g in gens],
         "kinds": [g.kinds for g in gens],
         "guard_seconds": sum(g.guard_seconds for g in gens),
@@ -506,8 +612,38 @@ def _generation_fields(attempts) -> dict:
     }
 
 
+def _answer_fields(answer) -> dict:
+    """What an arm that may retry or choose records: its generations (`_generation_fields`),
+    whether it retried, and each candidate's statement and why it was or was not chosen."""
+    chosen = next(i for i, c in enumerate(answer.candidates) if c.chosen)
+    first = answer.candidates[0]
+    return {
+        **_generation_fields(answer.attempts, chosen),
+        "repaired": answer.repaired,
+        "first_violations": [v.kind for v in first.attempt.violations],
+        "first_error": first.error,
+        "candidate_sql": [c.attempt.sql for c in answer.candidates],
+        "candidate_reasons": [c.reason for c in answer.candidates],
+    }
+
+
+def _timed(call, **kwargs) -> tuple[object, float]:
+    started = time.perf_counter()
+    result = call(**kwargs)
+    return result, time.perf_counter() - started
+
+
 class Evaluator:
-    def __init__(self, model, spider: Path, max_tokens: int, exec_timeout: float):
+    def __init__(
+        self,
+        model,
+        spider: Path,
+        max_tokens: int,
+        exec_timeout: float,
+        arms: Sequence[str] = ARMS,
+        candidates: int = DEFAULT_CANDIDATES,
+        full_language: bool = False,
+    ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
 
@@ -516,6 +652,10 @@ class Evaluator:
         self.spider = spider
         self.max_tokens = max_tokens
         self.exec_timeout = exec_timeout
+        self.arms = tuple(arms)
+        self.candidates = candidates
+        # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
+        self.profile = None if full_language else gr.GenerationProfile()
         self.grammar = gr.Grammar.bundled("sqlite")
         self.dialect = shared_compiled_grammar(self.grammar)
         self._databases: dict[str, tuple] = {}
@@ -527,16 +667,22 @@ class Evaluator:
             started = time.perf_counter()
             path = database_path(self.spider, db_id)
             schema = self.gr.Schema.from_sqlite(path)
-            guide = self.gr.compile(self.grammar, self.model.vocab, schema=schema)
+            guide = self.gr.compile(
+                self.grammar, self.model.vocab, schema=schema, profile=self.profile
+            )
             self._databases[db_id] = (guide, schema, path)
             self.compile_seconds += time.perf_counter() - started
         return self._databases[db_id]
 
     def question(self, q: Question, verify_reuse: bool) -> dict:
-        from gridrail.ask import ask
-        from gridrail.prompt import question_messages
+        from functools import partial
+
+        from gridrail.ask import SAMPLE_ROWS, ask, question_prompt, sample_rows
+        from gridrail.database import Database
+        from gridrail.prompt import ANSWER_PREFIX
 
         guide, schema, path = self.database(q.db_id)
+        database = Database("sqlite", str(path))
         gold = execute(path, q.gold, self.exec_timeout)
         judge = Judge(
             guide, self.dialect, schema, path, gold, has_top_level_order_by(q.gold),
@@ -553,49 +699,88 @@ class Evaluator:
             "gold_error": gold.error,
             "gold_rows": None if gold.rows is None else len(gold.rows),
             "gold_in_language": not any(v.kind == "outside_language" for v in gold_check),
+            "gold_prepares": prepare_error(path, q.gold) is None,
             "arms": {},
         }
-        prompt = self.model.prompt_ids(question_messages(guide.view, q.question))
+        arms = row["arms"]
+        # the prompt `ask` builds when given the database (its sample rows included)
+        samples = sample_rows(database, guide.view, SAMPLE_ROWS)
+        prompt = question_prompt(self.model, guide.view, q.question, samples)
         row["prompt_tokens"] = len(prompt)
 
-        started = time.perf_counter()
-        free = unconstrained(self.model, prompt, self.max_tokens)
-        free["seconds"] = time.perf_counter() - started
-        row["arms"]["unconstrained"] = {**free, **judge.score(extract_sql(free["text"]))}
+        if "unconstrained" in self.arms:
+            free, seconds = _timed(partial(unconstrained, self.model, prompt, self.max_tokens))
+            sql = extract_sql(ANSWER_PREFIX + free["text"])  # the answer begins inside the fence
+            arms["unconstrained"] = {**free, "seconds": seconds, **judge.score(sql)}
 
-        started = time.perf_counter()
-        answer = ask(q.question, guide, self.model, max_tokens=self.max_tokens, repair=True)
-        seconds = time.perf_counter() - started
-        first = answer.attempts[0]
-        first_seconds = seconds if not answer.repaired else None
-        first_score = judge.score(first.sql)
-        row["arms"]["constrained"] = {
-            **_generation_fields([first]),
-            "seconds": first_seconds if first_seconds is not None else _first_seconds(first),
-            **first_score,
-        }
-        final_score = judge.score(answer.sql) if answer.repaired else first_score
-        row["arms"]["constrained+repair"] = {
-            **_generation_fields(answer.attempts),
-            "seconds": seconds,
-            "repaired": answer.repaired,
-            "first_violations": [v.kind for v in first.violations],
-            "repair_messages": [v.message for v in first.violations] if answer.repaired else [],
-            **final_score,
-        }
-        if verify_reuse:
-            alone = ask(q.question, guide, self.model, max_tokens=self.max_tokens, repair=False)
-            row["reuse_identical"] = alone.attempts[0].generation.tokens == first.generation.tokens
+        constrained = partial(
+            ask, q.question, guide, self.model, max_tokens=self.max_tokens, database=database,
+            timeout_s=self.exec_timeout,
+        )  # fmt: skip
+        if "constrained+repair" in self.arms:
+            answer, seconds = _timed(constrained, repair=True)
+            first = answer.candidates[0].attempt
+            first_score = judge.score(first.sql)
+            arms["constrained+repair"] = {
+                **_answer_fields(answer),
+                "seconds": seconds,
+                **(judge.score(answer.sql) if answer.repaired else first_score),
+            }
+            if "constrained" in self.arms:
+                arms["constrained"] = {
+                    **_generation_fields([first], 0),
+                    "seconds": _first_seconds(first) if answer.repaired else seconds,
+                    **first_score,
+                }
+                if verify_reuse:
+                    alone = constrained(repair=False)
+                    row["reuse_identical"] = (
+                        alone.attempts[0].generation.tokens == first.generation.tokens
+                    )
+        elif "constrained" in self.arms:
+            answer, seconds = _timed(constrained, repair=False)
+            arms["constrained"] = {
+                **_generation_fields(answer.attempts, 0),
+                "seconds": seconds,
+                **judge.score(answer.sql),
+            }
+        if "constrained+candidates" in self.arms:
+            answer, seconds = _timed(constrained, candidates=self.candidates)
+            arms["constrained+candidates"] = {
+                **_answer_fields(answer),
+                "candidates": self.candidates,
+                "seconds": seconds,
+                **judge.score(answer.sql),
+            }
         return row
 
 
 def _first_seconds(attempt) -> float:
     """A repaired question's first attempt alone: its guard and model time (the rest of `ask`,
-    prompt templating and the check, is small)."""
+    prompt templating, the check and the execution, is small)."""
     return attempt.generation.guard_seconds + attempt.generation.model_seconds
 
 
+def _arm_keys(option: str) -> tuple[str, ...]:
+    """`--arms unconstrained,repair` → the arms' keys in table order (argparse type)."""
+    names = [n.strip() for n in option.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ARM_KEYS]
+    if unknown or not names:
+        given = ", ".join(unknown) or "(none given)"
+        raise argparse.ArgumentTypeError(f"unknown arm {given}: choose among {', '.join(ARM_KEYS)}")
+    return tuple(key for option_name, key in ARM_KEYS.items() if option_name in names)
+
+
+def _positive(option: str) -> int:
+    k = int(option)
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {k}")
+    return k
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    from gridrail.models import RUNTIMES, load_model
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -605,8 +790,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--out", type=Path, default=Path("spider_eval.jsonl"))
     parser.add_argument("--resume", action="store_true", help="skip questions --out already has")
+    parser.add_argument(
+        "--arms",
+        type=_arm_keys,
+        default=ARMS,
+        help=f"comma-separated, among {','.join(ARM_KEYS)} (default: all)",
+    )
+    parser.add_argument("--candidates", type=_positive, default=DEFAULT_CANDIDATES, metavar="K",
+                        help="K of the candidates arm")  # fmt: skip
+    parser.add_argument(
+        "--full-language",
+        action="store_true",
+        help="guides without a generation profile: the dialect's whole language (comments, "
+        "text after the ';'), not what `gridrail ask` lets the model write",
+    )
     parser.add_argument("--model", default=None, help="default: SmolLM2-135M-Instruct (GGUF)")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help="of load_model")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (transformers)")
     parser.add_argument("--exec-timeout", type=float, default=10.0, help="seconds per query")
     parser.add_argument("--verify-reuse", type=int, default=3, metavar="K")
     parser.add_argument("--summarize", type=Path, help="print the table of a finished JSONL")
@@ -633,15 +833,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         flush=True,
     )
 
-    import torch
+    if importlib.util.find_spec("torch") is not None:  # the transformers runtime's threads
+        import torch
 
-    from gridrail.models import load_model
-
-    torch.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads)
     started = time.time()
-    model = load_model(args.model)
+    model = load_model(args.model, runtime=args.runtime)
     print(f"model {model.name} loaded in {time.time() - started:.0f} s", flush=True)
-    evaluator = Evaluator(model, spider, args.max_tokens, args.exec_timeout)
+    evaluator = Evaluator(
+        model,
+        spider,
+        args.max_tokens,
+        args.exec_timeout,
+        args.arms,
+        args.candidates,
+        args.full_language,
+    )
     mode = "a" if args.resume else "w"
     run_started = time.time()
     with open(args.out, mode, encoding="utf-8") as out:
@@ -652,16 +859,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "host": describe(),
                 "date": datetime.datetime.now().isoformat(timespec="seconds"),
                 "model": model.name,
+                "runtime": model.runtime,  # the one "auto" chose
                 "threads": args.threads,
                 "sample": args.sample,
                 "seed": args.seed,
                 "split": args.split,
                 "max_tokens": args.max_tokens,
+                "arms": list(args.arms),
+                "candidates": args.candidates,
+                "profile": "none" if evaluator.profile is None else evaluator.profile.label,
                 "left_out": dict(missing),
             }
             out.write(json.dumps(config) + "\n")
         rows = list(done)
         crashes: list[dict] = []
+        print("per arm: E executes, C correct (EX), P SQLite prepares; tokens", flush=True)
         for n, q in enumerate(sample):
             if q.index in finished:
                 continue
@@ -677,15 +889,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 crashes.append(row)
                 continue
             rows.append(row)
-            arms = row["arms"]
             print(
                 f"[{len(rows)}/{len(sample)}] #{q.index} {q.db_id}: "
-                + "  ".join(
-                    f"{a}: {'P' if arms[a]['parses'] else '-'}"
-                    f"{'E' if arms[a]['executes'] else '-'}"
-                    f"{'C' if arms[a]['correct'] else '-'} {arms[a]['tokens']}t"
-                    for a in ARMS
-                )
+                + "  ".join(f"{a}: {_flags(row['arms'][a])}" for a in ARMS if a in row["arms"])
                 + f"  ({time.time() - run_started:.0f} s)",
                 flush=True,
             )
@@ -703,18 +909,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
 
 
+def _flags(result: dict) -> str:
+    """One arm's outcome in the progress line: "EC- 34t" = executes, correct, not prepared."""
+    marks = zip("ECP", (result["executes"], result["correct"], result["prepares"]), strict=True)
+    return "".join(m if ok else "-" for m, ok in marks) + f" {result['tokens']}t"
+
+
 def _print_notes(rows: Sequence[dict]) -> None:
     gold_errors = [(r["index"], r["gold_error"]) for r in rows if r["gold_error"]]
     in_language = sum(r["gold_in_language"] for r in rows)
+    prepared = [r["gold_prepares"] for r in rows if "gold_prepares" in r]
     verified = [r["reuse_identical"] for r in rows if "reuse_identical" in r]
     print(
         f"\ngold queries in the guide's language: {in_language}/{len(rows)}; "
-        f"gold queries that fail on their database: {len(gold_errors)} {gold_errors}"
+        + (f"prepared by SQLite: {sum(prepared)}/{len(prepared)}; " if prepared else "")
+        + f"gold queries that fail on their database: {len(gold_errors)} {gold_errors}"
     )
     if verified:
         print(
-            f"arm 2 decoded separately for {len(verified)} questions: "
-            f"{sum(verified)} identical to arm 3's first attempt"
+            f"constrained decoded separately for {len(verified)} questions: "
+            f"{sum(verified)} identical to constrained+repair's first attempt"
         )
     for line in failure_notes(rows):
         print(line)
@@ -725,45 +939,65 @@ def has_comment(sql: str) -> bool:
     return any(c == " " and sql.startswith(("--", "/*"), i) for i, c in _lexical_pieces(sql))
 
 
-def trails_after_semicolon(sql: str) -> bool:
-    """Is there text (whitespace or comments) after the statement's first ";"?"""
-    end = _first_semicolon_end(sql)
-    return end < len(sql) and bool(sql[end:].strip())
+def after_semicolon(sql: str) -> str:
+    """The text after the statement's first ";" outside quotes and comments (whitespace and
+    comments included); "" when nothing follows it or there is no ";"."""
+    return sql[_first_semicolon_end(sql) :]
 
 
 def error_kind(error: str | None) -> str | None:
-    """An execution error without the names it quotes: "OperationalError: no such column"."""
+    """An execution error without the names it quotes, by `error_class`:
+    "OperationalError: no such column"."""
     if error is None:
         return None
-    kind, _, rest = error.partition(": ")
-    head = rest.split(":")[0].split(" near ")[0].strip() if rest else ""
-    return f"{kind}: {head}" if head else kind
+    kind, sep, rest = error.partition(": ")
+    return f"{kind}: {error_class(rest)}" if sep else error_class(error)
+
+
+def _commonest(kinds: Iterable[str], top: int) -> str:
+    listed = ", ".join(f"{k} ×{n}" for k, n in Counter(kinds).most_common(top))
+    return listed or "none"
 
 
 def failure_notes(rows: Sequence[dict], top: int = 5) -> list[str]:
-    """What the outputs look like, per arm: the commonest execution errors, and how many
-    statements hold comments, have text after the ";" or end with a reserve-written tail."""
+    """What the outputs look like, per arm: how many statements hold comments, have text after
+    the ";" or end with a reserve-written tail; the commonest refusals of SQLite's prepare and
+    execution errors; for the candidates arm, which generation was chosen."""
     lines = []
     for arm in ARMS:
         results = [r["arms"][arm] for r in rows if arm in r.get("arms", {})]
         if not results:
             continue
-        errors = Counter(error_kind(a["exec_error"]) for a in results if a["exec_error"])
-        listed = ", ".join(f"{k} ×{n}" for k, n in errors.most_common(top))
         comments = sum(has_comment(a["sql"]) for a in results)
-        trailing = sum(trails_after_semicolon(a["sql"]) for a in results)
+        trailing = sum(after_semicolon(a["sql"]) != "" for a in results)
         line = (
             f"{arm}: {comments}/{len(results)} statements hold a comment, {trailing} have text "
-            f"after the ';'"
+            f"after the ';' (whitespace included)"
         )
         if arm != "unconstrained":
-            kinds = [a["kinds"][-1] for a in results]
+            kinds = [a["kinds"][a.get("final", -1)] for a in results]
             written = sum(k.get("reserve", 0) > 0 for k in kinds)
-            lines.append(f"{line}, {written} end with a reserve-written tail (more than EOS)")
-        else:
-            lines.append(line)
-        lines.append(f"  commonest execution errors: {listed or 'none'}")
+            line += f", {written} end with a reserve-written tail (more than EOS)"
+        lines.append(line)
+        if all("prepares" in a for a in results):
+            refusals = (error_class(a["prepare_error"]) for a in results if not a["prepares"])
+            lines.append(f"  commonest SQLite prepare refusals: {_commonest(refusals, top)}")
+        errors = (error_kind(a["exec_error"]) for a in results if a["exec_error"])
+        lines.append(f"  commonest execution errors: {_commonest(errors, top)}")
+        if arm == "constrained+candidates":
+            lines.append(f"  chosen: {_chosen_counts(results)}")
     return lines
+
+
+def _chosen_counts(results: Sequence[dict]) -> str:
+    """How often the candidates arm chose its greedy generation, a sample, or the retry."""
+
+    def which(a: dict) -> str:
+        if a["final"] == 0:
+            return "the greedy candidate"
+        return "the retry" if a["repaired"] and a["final"] == len(a["stops"]) - 1 else "a sample"
+
+    return _commonest(map(which, results), 3)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import sqlite3
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import gridrail as gr
-from gridrail.ask import ask
+from gridrail.ask import ask, question_prompt, sample_rows
 from gridrail.audit import AuditLog, verify
 from gridrail.cli import main
 from gridrail.database import Database, DatabaseError, QueryResult, format_table
@@ -95,9 +95,27 @@ def test_repair_messages_quote_the_violations() -> None:
     guide = _guide("analyst")
     violations = guide.check("SELECT name FROM orders;")
     assert [v.kind for v in violations] == ["unknown_column"]
-    messages = repair_messages([{"role": "user", "content": "q"}], "SELECT 1;", violations)
-    assert messages[1] == {"role": "assistant", "content": "SELECT 1;"}
+    problems = [v.message for v in violations]
+    messages = repair_messages([{"role": "user", "content": "q"}], "SELECT 1;", problems)
+    assert messages[1] == {"role": "assistant", "content": "```sql\nSELECT 1;\n```"}
     assert violations[0].message in messages[2]["content"]
+
+
+def test_sample_rows_show_only_visible_columns_of_visible_tables() -> None:
+    analyst = _guide("analyst").view
+    samples = sample_rows(Database.open(str(HR_DB)), analyst, 2)
+    assert set(samples) == {"employees", "employees_public", "orders"}  # no salaries
+    assert samples["employees"] == ((1, "Ada", "eng", None), (2, "Bob", "ops", 1))  # no salary
+    text = schema_text(analyst, samples)
+    assert "/* 2 rows of employees:\nid\tname\tdept\tmanager_id\n1\tAda\teng\tNULL" in text
+    assert "120000" not in text and "salar" not in text
+    assert sample_rows(Database.open(str(HR_DB)), analyst, 0) == {}
+
+
+def test_the_prompt_opens_the_answer_as_sql() -> None:
+    model = _scripted("SELECT 1;")
+    prompt = question_prompt(model, _guide("analyst").view, "How many orders?")
+    assert model.prefixes[-1] == "```sql\n" and prompt == [2]
 
 
 # -- the repair retry, with a scripted model ----------------------------------------------------
@@ -109,12 +127,18 @@ class ScriptedModel(LanguageModel):
     token that continues the answer wins; the mask still decides what may be written)."""
 
     answers: tuple[str, ...] = ()
+    per_call: bool = False  # the k-th generation writes answers[k] (candidates share a prompt)
+    prefixes: list[str] = field(default_factory=list)
+    calls: int = 0
 
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+    def prompt_ids(self, messages: list[dict[str, str]], prefix: str = "") -> list[int]:
+        self.prefixes.append(prefix)
         return [len(messages)]  # 2: the question; 4: the repair request
 
     def next_logits(self, prompt_ids: list[int]):
-        target = self.answers[(prompt_ids[0] - 2) // 2].encode()
+        k = self.calls if self.per_call else (prompt_ids[0] - 2) // 2
+        self.calls += 1
+        target = self.answers[min(k, len(self.answers) - 1)].encode()  # the last repeats
         spellings = self.vocab.all_token_bytes
 
         def logits(generated) -> np.ndarray:
@@ -123,15 +147,15 @@ class ScriptedModel(LanguageModel):
             out = np.full(self.vocab.size, -1e9)
             for token, spelling in enumerate(spellings):
                 if spelling and rest.startswith(spelling):
-                    out[token] = len(spelling)
-            out[self.vocab.eos_token_id] = 0 if not rest else 100
+                    out[token] = 1000 * len(spelling)  # sampling at a temperature picks it too
+            out[self.vocab.eos_token_id] = 0 if rest else 100_000
             return out
 
         return logits
 
 
-def _scripted(*answers: str) -> ScriptedModel:
-    return ScriptedModel("scripted", None, None, _small_vocab(), answers)
+def _scripted(*answers: str, per_call: bool = False) -> ScriptedModel:
+    return ScriptedModel("scripted", None, None, _small_vocab(), answers, per_call)
 
 
 def test_a_violation_the_mask_cannot_prevent_gets_one_repair() -> None:
@@ -139,7 +163,7 @@ def test_a_violation_the_mask_cannot_prevent_gets_one_repair() -> None:
     seen = []
     model = _scripted("SELECT name FROM orders;", "SELECT name FROM employees;")
     answer = ask("Who works here?", guide, model, on_repair=seen.append)
-    assert answer.repaired and [v.kind for v in seen[0]] == ["unknown_column"]
+    assert answer.repaired and len(seen[0]) == 1 and "name" in seen[0][0]
     assert answer.attempts[0].sql == "SELECT name FROM orders;"
     assert answer.sql == "SELECT name FROM employees;" and answer.violations == []
     for attempt in answer.attempts:
@@ -170,6 +194,64 @@ def test_ask_refuses_a_guide_without_schema_or_for_another_vocabulary() -> None:
     model = ScriptedModel("other", None, None, other, ("SELECT 1;",))
     with pytest.raises(ValueError, match="another vocabulary"):
         ask("q", _guide("analyst"), model)
+
+
+# -- choosing among candidates by running them ---------------------------------------------------
+
+
+def test_the_chosen_candidate_is_clean_runs_and_returns_rows() -> None:
+    answers = (
+        "SELECT name FROM orders;",  # the checker's violation: not run
+        "SELECT id FROM orders WHERE total > 1e9;",  # runs, no rows
+        "SELECT id FROM orders WHERE total > 1000;",  # runs, rows
+    )
+    db = Database.open(str(HR_DB))
+    answer = ask(
+        "q", _guide("analyst"), _scripted(*answers, per_call=True), candidates=3, database=db
+    )
+    assert [c.attempt.sql for c in answer.candidates] == list(answers) and not answer.repaired
+    assert answer.sql == answers[2] and answer.result.rows == ((3,), (7,))
+    assert [c.chosen for c in answer.candidates] == [False, False, True]
+    assert answer.candidates[0].reason.startswith("not chosen: violations (unknown_column)")
+    assert answer.candidates[1].reason == "not chosen: runs (0 rows); candidate 3 ranks higher"
+    assert answer.candidates[2].reason == "chosen: runs (2 rows)"
+    for k, c in enumerate(answer.candidates, 1):  # every candidate's log says why, sealed
+        verify(c.attempt.generation.audit)
+        mode = c.attempt.generation.audit.seal_record["mode"]
+        assert (mode["candidate"], mode["of"], mode["chosen"]) == (k, 3, c.chosen)
+        assert mode["reason"] == c.reason
+
+
+def test_candidates_that_agree_win_over_the_greedy_one() -> None:
+    answers = (
+        "SELECT id FROM orders WHERE total > 1400;",  # greedy: runs, one row
+        "SELECT id FROM orders WHERE total > 1000;",
+        "SELECT id FROM orders WHERE total >= 1200;",  # the same rows as the second
+    )
+    db = Database.open(str(HR_DB))
+    answer = ask(
+        "q", _guide("analyst"), _scripted(*answers, per_call=True), candidates=3, database=db
+    )
+    assert answer.sql == answers[1]  # agreement 2 beats 1; the earlier of the two wins the tie
+
+
+def test_a_clean_answer_that_does_not_run_gets_the_retry_with_the_database_error() -> None:
+    seen: list[list[str]] = []
+    db = Database.open(str(HR_DB))
+    model = _scripted("SELECT id FROM orders;", "SELECT count(*) FROM orders;")
+    answer = ask("q", _guide("analyst"), model, database=db, max_rows=3, on_repair=seen.append)
+    assert answer.repaired and "more than 3 rows" in seen[0][0]
+    assert answer.sql == "SELECT count(*) FROM orders;" and answer.result.rows == ((8,),)
+    assert answer.candidates[0].error and not answer.candidates[0].chosen
+    assert ask("q", _guide("analyst"), model, database=db, max_rows=3, repair=False).error
+
+
+def test_candidates_need_a_database_and_a_positive_count() -> None:
+    with pytest.raises(gr.UsageError, match="database"):
+        ask("q", _guide("analyst"), _scripted("SELECT 1;"), candidates=2)
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(gr.UsageError, match="positive integer"):
+            ask("q", _guide("analyst"), _scripted("SELECT 1;"), candidates=bad)
 
 
 # -- the database front end ---------------------------------------------------------------------
@@ -259,7 +341,7 @@ def test_a_model_that_cannot_load_is_one_line(capsys: pytest.CaptureFixture[str]
 @pytest.fixture(scope="module")
 def smollm() -> LanguageModel:
     pytest.importorskip("torch")
-    return load_model()
+    return load_model(runtime="transformers")  # `model.generate` below is transformers'
 
 
 def test_the_main_job_end_to_end(
@@ -270,7 +352,7 @@ def test_the_main_job_end_to_end(
         "--db", str(HR_DB), "--policy", str(HR_POLICY), "--role", "analyst",
         "--execute", "--audit", str(log), "How many employees are in each department?",
     )  # fmt: skip
-    sql = out.splitlines()[0]
+    sql = out.split("\n\n")[0]  # the statement may span lines; a blank line precedes the rows
     guide = _guide("analyst", smollm.vocab)
     assert not [v for v in guide.check(sql) if v.kind == "outside_language"]
     assert code in (0, 1)  # 1: the answer still breaks a column rule after the repair

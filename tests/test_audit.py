@@ -29,13 +29,14 @@ from gridrail.archive import (
 from gridrail.audit import AuditError, AuditLog, configuration_hash, replay, verify
 from gridrail.cli import main
 from gridrail.grammar.loader import bundled_grammar_text
+from support.long_tier import long_size
 from test_lexicon import HR_TABLES
 from test_walk_arm import _small_vocab
 
 GENERATIONS = 200  # replayed in the default run; §8.7's 1,000 run behind `long`
-LONG_GENERATIONS = 1000
+LONG_GENERATIONS = long_size(full=1000, reduced=300)
 TAMPERED_LOGS = 30  # logs each mutated every way (more behind `long`)
-LONG_TAMPERED_LOGS = 300
+LONG_TAMPERED_LOGS = long_size(full=300, reduced=60)
 ROLLBACK_RATE = 0.05  # per step, undo 1-3 tokens
 REOPEN_RATE = 0.2  # per generation, roll back over the EOS once and go on
 
@@ -614,4 +615,5 @@ def test_logs_replay_across_a_namespace_rollover(tmp_path: Path) -> None:
 
 @pytest.mark.long
 def test_logs_replay_across_a_namespace_rollover_long(tmp_path: Path) -> None:
-    assert _across_rollover(500, tmp_path) == 1000
+    per_side = long_size(full=500, reduced=40)
+    assert _across_rollover(per_side, tmp_path) == 2 * per_side

@@ -19,6 +19,7 @@ from gridrail.grammar.loader import bundled_grammar_text
 from gridrail.grammar.model import Grammar
 from gridrail.parse.oracle import Oracle
 from support.lark_reference import Reference
+from support.long_tier import long_size
 
 MUTATIONS = 2000
 PER_PREFIX_SAMPLE = 150
@@ -171,7 +172,9 @@ def test_mid_lexeme_and_eos_cases(prefix: str, viable: bool, eos: bool) -> None:
 @pytest.mark.long
 def test_every_prefix_agrees_long() -> None:
     oracle, ref = _engines()
-    for s in _mutated_corpus(MUTATIONS, seed=11) + _spider_statements():
+    spider = _spider_statements()
+    mutated = _mutated_corpus(long_size(full=MUTATIONS, reduced=200), seed=11)
+    for s in mutated + random.Random(12).sample(spider, long_size(full=len(spider), reduced=200)):
         data = s.encode("utf-8")
         for k in range(len(data) + 1):
             if _is_text(data[:k]):

@@ -212,8 +212,8 @@ def test_a_word_no_form_can_spell_is_an_error() -> None:
     # a grammar whose identifiers cannot be quoted and cannot contain spaces
     text = (EXAMPLES / ".." / "python" / "gridrail" / "grammars" / "sqlite.lark").read_text()
     narrow = text.replace(
-        'TABLE_NAME: /(?:[A-Za-z_]|[^\\x00-\\x7f])(?:[A-Za-z0-9_$]|[^\\x00-\\x7f])*|"(?:[^"]|"")+"|'
-        "`(?:[^`]|``)+`|\\[[^\\]]+\\]/",
+        "TABLE_NAME: /(?:[A-Za-z_]|[^\\x00-\\x7f])(?:[A-Za-z0-9_$]|[^\\x00-\\x7f])*|"
+        '"(?:[^"\\x00]|"")+"|`(?:[^`\\x00]|``)+`|\\[[^\\]\\x00]+\\]/',
         "TABLE_NAME: /[a-z_]+/",
     )
     assert narrow != text

@@ -16,6 +16,7 @@ from gridrail.mask.compute import EmptyMaskError
 from gridrail.mask.walk import walk_context_independent
 from gridrail.spec import spec_mask
 from gridrail.vocab import ByteCompletenessWarning
+from support.long_tier import long_size
 
 
 @cache
@@ -87,7 +88,7 @@ def test_tiny_vocabulary_fast_equals_spec_on_every_prefix(tiny_guide: gr.Guide) 
 # a step costs the spec's trial over the whole vocabulary: ~0.2 s (llama2, 32k) to ~1 s (qwen2,
 # 151k) on CI's cores, so the larger vocabularies get fewer steps by default (2,000 each: long)
 STEPS_PER_TOKENIZER = {"gpt2": 100, "llama2": 150, "qwen2": 40, "llama3": 40}
-LONG_STEPS_PER_TOKENIZER = 2000
+LONG_STEPS_PER_TOKENIZER = long_size(full=2000, reduced=20)
 EXTRA_STATEMENTS = [
     "SELECT name, 'O''Brien' || \"x\" FROM t WHERE a >= -1.5e3 AND b <> 'é中文';",
     "SELECT count(*) FROM (SELECT T1.a FROM t AS T1 JOIN u ON T1.id = u.id) GROUP BY 1;",

@@ -42,6 +42,7 @@ from gridrail.mask.entry import make_entry
 from gridrail.mask.keys import IdentifierCompositionError, NormalFormKey
 from gridrail.mask.normal_form import CanonicalWalk, NormalForm
 from gridrail.mask.walk import ci_tokens, walk_context_independent
+from support.long_tier import long_size
 from test_lexicon import HR_TABLES, _policy, _sqlite, _vocab
 from test_mask_cache import WORDS
 from test_walk_arm import _SQL_WORDS, generate
@@ -570,7 +571,9 @@ def test_concurrent_replays_across_a_rollover_match_cache_off() -> None:
 
 @pytest.mark.long
 def test_concurrent_replays_across_a_rollover_match_cache_off_long() -> None:
-    _concurrent_replays_across_a_rollover(per_role=40, threads=16)
+    _concurrent_replays_across_a_rollover(
+        per_role=long_size(full=40, reduced=8), threads=long_size(full=16, reduced=8)
+    )
 
 
 # -- measuring T2's share on Spider ---------------------------------------------------------

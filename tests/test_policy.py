@@ -132,7 +132,7 @@ def test_a_role_with_an_empty_language_is_rejected_by_name() -> None:
     catalogue = ConstructCatalogue.from_text(
         'dialect = "sqlite"\n[statements]\nselect = ["statement: select_stmt"]\n'
         'write = ["statement: insert_stmt", "statement: update_stmt", "statement: delete_stmt"]\n'
-        '[constructs]\ncores = ["select_core"]\n',
+        '[constructs]\ncores = ["select_core", "values_clause"]\n',
         _sqlite(),
         "test.constructs.toml",
     )

@@ -1,19 +1,23 @@
 """bench/spider_eval.py: the pure parts (SQL extraction, ORDER BY detection, execution and the
-result-comparison rule, name judging, metric aggregation) without a model; and one long
+result-comparison rule, SQLite's prepare as the referee, name judging, metric aggregation and
+the table) without a model; the arms on a tiny database with a scripted model; and one long
 end-to-end smoke run on two Spider questions with the default model."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sqlite3
 import sys
 from contextlib import closing
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gridrail as gr
 from assets import asset
+from test_walk_arm import _small_vocab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import spider_eval as ev
@@ -125,6 +129,64 @@ def test_execute_timeout_and_row_cap(tiny_db: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# The independent referee: SQLite's own prepare
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "refusal"),
+    [
+        ("SELECT name FROM head WHERE age > 56;", None),
+        ("SELECT count(*) FROM head; -- done", None),  # SQLite skips a trailing comment
+        ("SELECT * ;", "no tables specified"),
+        ("SELECT T1.* ;", "no such table"),  # SQLite: "no such table: T1"
+        ("SELECT name FROM head WHERE;", "syntax error"),
+        ("SELECT FROM head;", "syntax error"),
+        ("SELECT nope FROM head;", "no such column"),
+        ("SELECT name FROM heads;", "no such table"),
+        ("SELECT T9.name FROM head AS T1;", "no such column"),
+        ("SELECT 1; SELECT 2;", "You can only execute one statement at a time"),
+        ("EXPLAIN SELECT name FROM head;", None),  # not wrapped a second time
+        ("-- why\nexplain select 1;", None),
+        ("", "no SQL"),
+    ],
+)
+def test_prepare_error_is_sqlites_verdict(tiny_db: Path, sql: str, refusal: str | None) -> None:
+    error = ev.prepare_error(tiny_db, sql)
+    assert (error if error is None else ev.error_class(error)) == refusal
+
+
+def test_prepare_compiles_without_running(tiny_db: Path) -> None:
+    # a write is valid SQL and prepares; run on the read-only connection it would fail
+    delete = "DELETE FROM head WHERE age > 56;"
+    assert ev.prepare_error(tiny_db, delete) is None
+    assert "readonly" in ev.execute(tiny_db, delete).error.replace(" ", "").lower()
+    assert ev.execute(tiny_db, "SELECT count(*) FROM head;").rows == [(3,)]
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ('near ";": syntax error', "syntax error"),
+        ('near "": x": syntax error', "syntax error"),  # the quoted token holds '": '
+        ("no such column: T1.name", "no such column"),
+        ("no tables specified", "no tables specified"),
+        (
+            "1st ORDER BY term out of range - should be between 1 and 2",
+            "N ORDER BY term out of range",
+        ),
+        (
+            "You can only execute one statement at a time.",
+            "You can only execute one statement at a time",
+        ),
+        ("timeout after 10 s", "timeout after N s"),
+    ],
+)
+def test_error_class(message: str, kind: str) -> None:
+    assert ev.error_class(message) == kind
+
+
+# ----------------------------------------------------------------------------------------------
 # Names judged on the dialect's parse tree
 # ----------------------------------------------------------------------------------------------
 
@@ -166,12 +228,15 @@ def test_name_problems(dialect, sql: str, problems: list[str] | None) -> None:
 
 def _arm(**overrides) -> dict:
     base = {
+        "sql": "SELECT 1;",
+        "prepares": True,
         "dialect_parses": True,
         "parses": True,
         "names_ok": True,
         "names_ok_qualified": True,
         "clean": True,
         "executes": True,
+        "exec_error": None,
         "correct": True,
         "truncated": False,
         "tokens": 10,
@@ -179,6 +244,8 @@ def _arm(**overrides) -> dict:
         "model_calls": 10,
         "guard_seconds": 0.1,
         "seconds": 2.0,
+        "stops": ["eos"],
+        "kinds": [{"sampled": 9, "eos": 1}],
     }
     return {**base, **overrides}
 
@@ -189,8 +256,10 @@ def test_summarize_and_table() -> None:
             "kind": "question",
             "arms": {
                 "unconstrained": _arm(guard_seconds=None, truncated=True, tokens=30),
-                "constrained": _arm(),
-                "constrained+repair": _arm(repaired=True, tokens=20, guard_seconds=0.3),
+                "constrained": _arm(prepares=False),
+                "constrained+repair": _arm(
+                    repaired=True, tokens=20, guard_seconds=0.3, stops=["eos", "eos"]
+                ),
             },
         },
         {
@@ -211,43 +280,103 @@ def test_summarize_and_table() -> None:
     assert free["tokens"] == 20.0 and free["guard_ms_per_token"] is None
     assert free["model_ms_per_call"] == pytest.approx(100.0)
     assert con["correct"] == 100.0 and con["scored"] == 1 and con["clean"] == 50.0
+    assert con["prepares"] == 50.0 and free["prepares"] == 100.0
     assert con["guard_ms_per_token"] == pytest.approx(10.0)  # 0.2 s over 20 tokens
     assert con["guard_over_model"] == pytest.approx(0.1)  # 10 ms/token over 100 ms/call
-    assert rep["repairs"] == 1 and rep["tokens"] == 15.0
+    assert rep["repairs"] == 1 and rep["tokens"] == 15.0 and rep["generations"] == 1.5
     assert rep["guard_ms_per_token"] == pytest.approx(1e3 * 0.4 / 30)
+    assert free["generations"] is None
 
     table = ev.markdown_table(s)
     lines = table.splitlines()
     assert lines[0] == "| metric | unconstrained | constrained | constrained+repair |"
-    assert "| execution accuracy | 50.0% (1/2) | 100.0% (1/1) | 100.0% (1/1) |" in lines
+    assert "| execution accuracy (EX) | 50.0% (1/2) | 100.0% (1/1) | 100.0% (1/1) |" in lines
+    assert "| SQLite prepares (EXPLAIN on the database) | 100.0% | 50.0% | 100.0% |" in lines
     assert "| repairs triggered | — | — | 1 |" in lines
     assert "| guard ms per token | — | 10.00 | 13.33 |" in lines
     assert all(line.count("|") == 5 for line in lines)
 
 
+def test_the_table_leads_with_what_matters() -> None:
+    row = {"kind": "question", "arms": {arm: _arm() for arm in ev.ARMS}}
+    row["arms"]["constrained+candidates"]["candidates"] = 4
+    lines = ev.markdown_table(ev.summarize([row])).splitlines()
+    assert lines[0].endswith("| constrained+candidates (K=4) |")
+    labels = [line.split(" | ")[0].removeprefix("| ") for line in lines[2:]]
+    assert labels[:8] == [
+        "questions",
+        "executes",
+        "execution accuracy (EX)",
+        "truncated",
+        "SQLite prepares (EXPLAIN on the database)",
+        "mean tokens per question",
+        "wall s per question",
+        "repairs triggered",
+    ]
+    internal = [i for i, label in enumerate(labels) if label.startswith("gridrail")]
+    assert len(internal) == 5 and min(internal) > labels.index("wall s per question")
+    assert labels[-3:] == [
+        "guard ms per token",
+        "model ms per call",
+        "guard / model (per token vs per call)",
+    ]
+
+
+def test_summarize_reads_files_of_earlier_versions(tmp_path: Path, capsys) -> None:
+    # a row as the previous version wrote it: no SQLite prepare, no final index, no K
+    old = _arm()
+    del old["prepares"]
+    row = {
+        "kind": "question",
+        "index": 7,
+        "gold_error": None,
+        "gold_in_language": True,
+        "arms": {"constrained": old, "constrained+repair": {**old, "repaired": False}},
+    }
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps({"kind": "run"}) + "\n" + json.dumps(row) + "\n")
+    ev.main(["--summarize", str(path)])
+    printed = capsys.readouterr().out
+    assert "| SQLite prepares (EXPLAIN on the database) | — | — |" in printed
+    assert "| executes | 100.0% | 100.0% |" in printed
+    assert "commonest SQLite prepare refusals" not in printed  # unknown, not "none"
+    assert "constrained: 0/1 statements hold a comment" in printed
+
+
 def test_output_shape_helpers() -> None:
     assert ev.has_comment("SELECT 1; -- done") and ev.has_comment("/* x */ SELECT 1;")
     assert not ev.has_comment("SELECT '--' FROM t;")
-    assert ev.trails_after_semicolon("SELECT 1;\n-- \n")
-    assert not ev.trails_after_semicolon("SELECT 1;  ") and not ev.trails_after_semicolon("x")
+    assert ev.after_semicolon("SELECT 1;\n-- \n") == "\n-- \n"
+    assert ev.after_semicolon("SELECT 1;  ") == "  "  # whitespace counts: EOS must follow ";"
+    assert ev.after_semicolon("SELECT ';' FROM t;") == "" and ev.after_semicolon("x") == ""
     assert ev.error_kind("OperationalError: no such column: T1.x") == (
         "OperationalError: no such column"
     )
-    assert ev.error_kind('OperationalError: near ";": syntax error') == 'OperationalError: near ";"'
+    assert ev.error_kind('OperationalError: near ";": syntax error') == (
+        "OperationalError: syntax error"
+    )
     assert ev.error_kind("no SQL") == "no SQL" and ev.error_kind(None) is None
     row = {
         "arms": {
             "constrained": _arm(
                 sql="-- hm\nSELECT * ;",
+                prepares=False,
+                prepare_error="no tables specified",
+                executes=False,
                 exec_error="OperationalError: no tables specified",
                 kinds=[{"sampled": 3, "reserve": 2, "eos": 1}],
-            )
+            ),
+            "constrained+candidates": _arm(
+                final=1, repaired=False, stops=["eos", "eos", "eos"], kinds=[{}, {}, {}]
+            ),
         }
     }
     notes = ev.failure_notes([row])
     assert notes[0].startswith("constrained: 1/1 statements hold a comment, 0 have text")
     assert notes[0].endswith("1 end with a reserve-written tail (more than EOS)")
-    assert notes[1] == "  commonest execution errors: OperationalError: no tables specified ×1"
+    assert notes[1] == "  commonest SQLite prepare refusals: no tables specified ×1"
+    assert notes[2] == "  commonest execution errors: OperationalError: no tables specified ×1"
+    assert notes[-1] == "  chosen: a sample ×1"
 
 
 def test_sample_is_seeded_and_skips_missing_databases() -> None:
@@ -257,6 +386,111 @@ def test_sample_is_seeded_and_skips_missing_databases() -> None:
     assert a == b and len(a) == 5 and all(q.db_id == "here" for q in a)
     assert missing == {"gone": 10}
     assert ev.sample_questions(qs, 5, 1, lambda db: db == "here")[0] != a
+
+
+# ----------------------------------------------------------------------------------------------
+# The arms, on a tiny database with a scripted model
+# ----------------------------------------------------------------------------------------------
+
+
+def test_arms_option() -> None:
+    assert ev._arm_keys("repair,unconstrained") == ("unconstrained", "constrained+repair")
+    assert ev._arm_keys("candidates") == ("constrained+candidates",)
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown arm beam"):
+        ev._arm_keys("constrained,beam")
+    with pytest.raises(SystemExit):
+        ev.main(["--arms", "beam", "--summarize", "unused.jsonl"])
+
+
+class ScriptedModel:
+    """Writes `answer` whatever it is asked (teacher forcing: the longest token that continues
+    it wins, and the mask, where there is one, still decides), and keeps every prompt."""
+
+    name = "scripted"
+
+    def __init__(self, answer: str):
+        self.vocab = _small_vocab()
+        self.answer = answer.encode()
+        self.prompts: list[list[int]] = []
+
+    def prompt_ids(self, messages: list[dict[str, str]], prefix: str = "") -> list[int]:
+        return list((json.dumps(messages) + prefix).encode())
+
+    def next_logits(self, prompt_ids: list[int]):
+        self.prompts.append(list(prompt_ids))
+        spellings = self.vocab.all_token_bytes
+
+        def logits(generated) -> np.ndarray:
+            rest = self.answer[len(b"".join(spellings[t] or b"" for t in generated)) :]
+            out = np.full(self.vocab.size, -1e9)
+            for token, spelling in enumerate(spellings):
+                if spelling and rest.startswith(spelling):
+                    out[token] = len(spelling)
+            out[self.vocab.eos_token_id] = 0 if rest else 100
+            return out
+
+        return logits
+
+
+@pytest.fixture
+def tiny_spider(tiny_db: Path) -> Path:
+    """A Spider-like folder whose one database is `tiny_db`."""
+    spider = tiny_db.parent / "spider"
+    (spider / "database" / "tiny").mkdir(parents=True)
+    tiny_db.rename(spider / "database" / "tiny" / "tiny.sqlite")
+    return spider
+
+
+GOLD = "SELECT count(*) FROM head WHERE age > 56"
+QUESTION = ev.Question(0, "tiny", "How many heads are older than 56?", GOLD)
+
+
+def test_every_arm_from_the_same_prompt(tiny_spider: Path) -> None:
+    from gridrail.prompt import ANSWER_PREFIX
+
+    # the unconstrained answer closes the fence the prompt opened and goes on in prose
+    model = ScriptedModel("SELECT count(*) FROM head WHERE age > 56;\n```\nThat counts them.")
+    evaluator = ev.Evaluator(model, tiny_spider, 64, 5.0, ev.ARMS, candidates=2)
+    row = evaluator.question(QUESTION, verify_reuse=True)
+    assert set(row["arms"]) == set(ev.ARMS) and row["reuse_identical"] is True
+    free = row["arms"]["unconstrained"]
+    assert free["sql"] == "SELECT count(*) FROM head WHERE age > 56;"
+    assert free["text"].startswith("SELECT count(*)") and not free["truncated"]
+    for arm, result in row["arms"].items():
+        assert result["prepares"] and result["executes"] and result["correct"], arm
+        assert result["prepare_error"] is None and not result["has_comment"], arm
+        assert result["after_semicolon"] == "", arm  # the strict profile: EOS after the ";"
+    candidates = row["arms"]["constrained+candidates"]
+    assert candidates["candidates"] == 2 and len(candidates["candidate_sql"]) == 2
+    assert len(candidates["stops"]) == 2 and candidates["final"] == 0  # the greedy one
+    # one prompt, the fence opened, for all: the unconstrained arm, the repair arm (clean: no
+    # retry), the reuse check and 2 candidates
+    assert len(model.prompts) == 5 and all(p == model.prompts[0] for p in model.prompts)
+    assert bytes(model.prompts[0]).endswith(ANSWER_PREFIX.encode())
+
+
+def test_full_language_lets_the_model_write_past_the_semicolon(tiny_spider: Path) -> None:
+    model = ScriptedModel("SELECT count(*) FROM head WHERE age > 56;\n-- done")
+    strict = ev.Evaluator(model, tiny_spider, 64, 5.0, ("constrained",))
+    assert strict.question(QUESTION, False)["arms"]["constrained"]["after_semicolon"] == ""
+    full = ev.Evaluator(model, tiny_spider, 64, 5.0, ("constrained",), full_language=True)
+    result = full.question(QUESTION, False)["arms"]["constrained"]
+    assert result["after_semicolon"] == "\n-- done" and result["has_comment"]
+    assert result["prepares"]  # SQLite skips the comment
+
+
+def test_only_the_chosen_arms_run(tiny_spider: Path) -> None:
+    model = ScriptedModel("SELECT name FROM head;")
+    evaluator = ev.Evaluator(model, tiny_spider, 64, 5.0, ev._arm_keys("constrained"))
+    row = evaluator.question(QUESTION, verify_reuse=True)
+    assert list(row["arms"]) == ["constrained"] and len(model.prompts) == 1
+    result = row["arms"]["constrained"]
+    assert result["executes"] and result["prepares"] and result["correct"] is False
+    evaluator.arms = ev._arm_keys("candidates,unconstrained")
+    row = evaluator.question(QUESTION, verify_reuse=True)
+    assert set(row["arms"]) == {"unconstrained", "constrained+candidates"}
+    assert len(model.prompts) == 1 + 1 + 4  # the first question, then 1 + the default K = 4
+    assert "reuse_identical" not in row  # nothing to compare without both arms
 
 
 # ----------------------------------------------------------------------------------------------
@@ -279,11 +513,12 @@ def test_end_to_end_two_questions(tmp_path: Path, monkeypatch, capsys) -> None:
     assert len(questions) == 2 and rows[1]["reuse_identical"] is True
     for row in questions:
         assert set(row["arms"]) == set(ev.ARMS)
-        for arm in ("constrained", "constrained+repair"):
+        for arm in ("constrained", "constrained+repair", "constrained+candidates"):
             result = row["arms"][arm]
             # soundness: every constrained output is a sentence with schema table/column names
             assert result["parses"] and result["dialect_parses"] and result["names_ok"]
-            assert result["tokens"] <= 24 * (2 if result.get("repaired") else 1)
+            assert len(result["stops"]) <= ev.DEFAULT_CANDIDATES + 1
+            assert result["tokens"] <= 24 * len(result["stops"])
         assert row["arms"]["unconstrained"]["tokens"] <= 24
     printed = capsys.readouterr().out
-    assert "| execution accuracy |" in printed
+    assert "| execution accuracy (EX) |" in printed

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from assets import spider_gold
+from support.long_tier import long_size
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
@@ -35,9 +36,9 @@ def test_checker_and_sqlite_agree_on_what_is_read() -> None:
 
 
 @pytest.mark.long
-def test_checker_and_sqlite_agree_on_100000_statements() -> None:
+def test_checker_and_sqlite_agree_on_what_is_read_long() -> None:
     spider_gold()
-    statements = 100_000
+    statements = long_size(full=100_000, reduced=5_000)
     script = str(BENCH / "checker_differential.py")
     run = subprocess.run(
         [sys.executable, script, "--statements", str(statements), "--seed", "0", "--json"],

@@ -5,6 +5,7 @@ from gridrail.audit import AuditError, SignatureError
 from gridrail.check import SemanticChecker, Violation
 from gridrail.database import DatabaseError, ExecutionLimitError
 from gridrail.decode import UnmaskedTokenError
+from gridrail.decode.llama_model import ContextLengthError
 from gridrail.errors import (
     GrammarConflict,
     GrammarError,
@@ -14,6 +15,7 @@ from gridrail.errors import (
     ParseError,
     PolicyError,
     RegexError,
+    RequestError,
     SchemaError,
     UsageError,
 )
@@ -25,6 +27,7 @@ from gridrail.models import ModelLoadError
 from gridrail.parse.completion import CompletionError
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.policy import ConstructCatalogue, Policy, Schema
+from gridrail.policy.profile import GenerationProfile
 from gridrail.registry import Registry
 from gridrail.signing import SigningKeyError
 from gridrail.vocab import Vocabulary, VocabularyError
@@ -37,8 +40,10 @@ __all__ = [
     "CompletionError",
     "Configuration",
     "ConstructCatalogue",
+    "ContextLengthError",
     "DatabaseError",
     "ExecutionLimitError",
+    "GenerationProfile",
     "Grammar",
     "GrammarConflict",
     "GrammarError",
@@ -55,6 +60,7 @@ __all__ = [
     "PolicyError",
     "RegexError",
     "Registry",
+    "RequestError",
     "Schema",
     "SchemaError",
     "SemanticChecker",

@@ -5,33 +5,43 @@ are the role's lexicon words), then run the SemanticChecker for what no mask can
 (column policy, name binding; on a SQLite schema SQLite's binder too) and then, for a statement
 the checker passed, the database's own judge where one is given (`check.postgres_judge`,
 `check.duckdb_judge`: its privilege check or binder, run without executing). A judge's
-violations count as the checker's: they trigger the retry and keep the answer from being
-executed. If either names violations, make one constrained retry with the violations quoted
-back to the model; whatever the retry produces is checked again and reported, never silently
-passed on.
+violations count as the checker's.
+
+Beyond GRID, answers are chosen by running them: with `candidates=K`, K generations under the
+mask (greedy first, then seeded samples); the clean ones are executed read-only within the
+execution limits, and the answer is the best-ranked one that runs (one that returns rows, and
+whose result more candidates agree on). When no candidate is clean — or none runs — one
+constrained retry quotes the violations (or the database's error) back to the model; whatever
+it produces is checked again and reported, never silently passed on. Every candidate's audit
+log is sealed with why it was or was not chosen.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gridrail.audit import AuditLog
 from gridrail.check.checker import Violation
-from gridrail.database import Database
+from gridrail.database import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, Database, QueryResult
 from gridrail.decode.logits import Sampler
-from gridrail.decode.loop import Generation, generate
-from gridrail.errors import JudgeError, UsageError
+from gridrail.decode.loop import Generation, generate, seal_generation
+from gridrail.errors import GridrailError, JudgeError, UsageError
 from gridrail.guide import Guide
 from gridrail.models import LanguageModel
 from gridrail.policy.view import SchemaView
-from gridrail.prompt import question_messages, repair_messages
+from gridrail.prompt import ANSWER_PREFIX, Samples, question_messages, repair_messages
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 DEFAULT_MAX_TOKENS = 256
+DEFAULT_CANDIDATE_TEMPERATURE = 0.7
+# `gridrail ask`'s K for a role that only reads (provisional: bench/RESULTS.md, issue 13 note)
+DEFAULT_CANDIDATES = 4
+SAMPLE_ROWS = 0  # rows per table shown in the prompt (bench/RESULTS.md: prompt variants)
 
 
 @dataclass
@@ -43,13 +53,37 @@ class Attempt:
 
 
 @dataclass
+class Candidate:
+    """One generation and what running it showed."""
+
+    attempt: Attempt
+    result: QueryResult | None = None  # its rows, when it was clean and executed
+    error: str | None = None  # why it was not executed or did not run
+    chosen: bool = False
+    reason: str = ""  # why it was or was not chosen (sealed into its audit log)
+
+    @property
+    def runs(self) -> bool:
+        return self.result is not None
+
+
+@dataclass
 class Answer:
     question: str
-    attempts: list[Attempt] = field(default_factory=list)  # the first, then the repair if any
+    candidates: list[Candidate] = field(default_factory=list)  # every generation, in order
+    repaired: bool = False  # the last candidate is the retry
+
+    @property
+    def chosen(self) -> Candidate:
+        return next(c for c in self.candidates if c.chosen)
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        return [c.attempt for c in self.candidates]
 
     @property
     def final(self) -> Attempt:
-        return self.attempts[-1]
+        return self.chosen.attempt
 
     @property
     def sql(self) -> str:
@@ -60,8 +94,12 @@ class Answer:
         return self.final.violations
 
     @property
-    def repaired(self) -> bool:
-        return len(self.attempts) > 1
+    def result(self) -> QueryResult | None:
+        return self.chosen.result
+
+    @property
+    def error(self) -> str | None:
+        return self.chosen.error
 
 
 def ask(
@@ -71,39 +109,95 @@ def ask(
     *,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     repair: bool = True,
+    candidates: int = 1,
+    database: Database | None = None,
+    run: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_rows: int = DEFAULT_MAX_ROWS,
     judge: Callable[[str], list[Violation]] | None = None,
     audit: bool = True,
     signing_key: Ed25519PrivateKey | None = None,
     sampler: Sampler | None = None,
+    candidate_temperature: float = DEFAULT_CANDIDATE_TEMPERATURE,
     on_token: Callable[[int], None] | None = None,
-    on_repair: Callable[[list[Violation]], None] | None = None,
+    on_repair: Callable[[list[str]], None] | None = None,
 ) -> Answer:
     """Answer `question` with one statement of `guide`'s language (the guide needs a schema:
-    the prompt shows the model what the role sees of it). With `signing_key`, each attempt's
-    audit log is sealed with its signature. `judge` (e.g. `PostgresJudge(...).judge`) judges
-    each statement the checker passed; `database_judge` builds the one a database offers.
-    `on_token` is told the token count as it grows;
-    `on_repair` the violations that triggered the retry."""
+    the prompt shows the model what the role sees of it). With `database`, the prompt shows a
+    few rows of each visible table, and — unless `run` is false (a role whose answers are
+    writes: running them read-only proves nothing) — clean candidates are executed read-only
+    within `timeout_s` / `max_rows` and the chosen one's rows are the answer's `result`;
+    `candidates` > 1 needs that. With `signing_key`, each generation's audit
+    log is sealed with its signature. `judge` (e.g. `PostgresJudge(...).judge`) judges each
+    statement the checker passed; `database_judge` builds the one a database offers.
+    `sampler` chooses the first candidate's tokens (default greedy); candidate k > 1 samples at
+    `candidate_temperature` with seed k - 1. `on_token` is told the token count as it grows;
+    `on_repair` the problems that triggered the retry."""
     if signing_key is not None and not audit:
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+        raise UsageError(f"candidates must be a positive integer: {candidates!r}")
+    runs_on = database if run else None
+    if candidates > 1 and runs_on is None:
+        raise UsageError("choosing among candidates runs them read-only: give database= (--db)")
     if guide.view is None:
         raise ValueError("ask needs a guide compiled with a schema (gr.compile(..., schema=...))")
     if model.vocab != guide.vocab:
         raise ValueError("the guide was compiled for another vocabulary than the model's")
-    messages = question_messages(guide.view, question)
-    answer = Answer(question)
-    answer.attempts.append(
-        _attempt(guide, model, messages, max_tokens, judge, audit, signing_key, sampler, on_token)
-    )
-    first = answer.final
-    if repair and first.violations:
-        if on_repair is not None:
-            on_repair(first.violations)
-        retry = repair_messages(messages, first.sql, first.violations)
-        answer.attempts.append(
-            _attempt(guide, model, retry, max_tokens, judge, audit, signing_key, sampler, on_token)
+    samples = sample_rows(database, guide.view, SAMPLE_ROWS) if database else None
+    messages = question_messages(guide.view, question, samples)
+
+    def attempt(prompt_messages: list[dict[str, str]], chooser: Sampler) -> Candidate:
+        made = _attempt(
+            guide, model, prompt_messages, max_tokens, judge, audit, signing_key, chooser, on_token
         )
+        return _run(made, runs_on, timeout_s, max_rows)
+
+    answer = Answer(question)
+    for k in range(candidates):
+        chooser = (sampler or Sampler()) if k == 0 else Sampler(candidate_temperature, seed=k)
+        answer.candidates.append(attempt(messages, chooser))
+    best = _choose(answer.candidates)
+    if repair and (best is None or (runs_on is not None and not best.runs)):
+        failed = best or answer.candidates[0]  # a clean one that does not run, else the greedy
+        problems = [v.message for v in failed.attempt.violations] or [str(failed.error)]
+        if on_repair is not None:
+            on_repair(problems)
+        retry = repair_messages(messages, failed.attempt.sql, problems)
+        answer.candidates.append(attempt(retry, sampler or Sampler()))
+        answer.repaired = True
+        best = _choose(answer.candidates)
+    # no clean candidate at all: the last one (the retry, if any) is reported with its violations
+    _seal_choice(guide, answer.candidates, best or answer.candidates[-1])
     return answer
+
+
+def question_prompt(
+    model: LanguageModel, view: SchemaView, question: str, samples: Samples | None = None
+) -> list[int]:
+    """The prompt token ids `ask` starts from: the question's chat, the assistant's turn opened
+    with the SQL fence. An unconstrained baseline must start from exactly this prompt."""
+    return model.prompt_ids(question_messages(view, question, samples), prefix=ANSWER_PREFIX)
+
+
+def sample_rows(database: Database, view: SchemaView, rows: int) -> Samples:
+    """Up to `rows` rows of every visible table over its visible columns (what the role may
+    read anyway), for the prompt; a table that cannot be read shows none."""
+    if rows <= 0 or not view.may_read:
+        return {}
+    quote = view.schema.rules.quote_styles[0].quote  # '"': every dialect's first style
+    out: dict[str, tuple[tuple, ...]] = {}
+    for table in view.tables:
+        columns = view.columns(table)
+        if not columns:
+            continue
+        names = ", ".join(str(quote(c.name)) for c in columns)
+        sql = f"SELECT {names} FROM {quote(table.name)} LIMIT {int(rows)}"
+        try:
+            out[table.name] = database.execute(sql, read_only=True, max_rows=rows).rows
+        except GridrailError:
+            continue
+    return out
 
 
 def database_judge(
@@ -142,10 +236,10 @@ def _attempt(
     judge: Callable[[str], list[Violation]] | None,
     audit: bool,
     signing_key: Ed25519PrivateKey | None,
-    sampler: Sampler | None,
+    sampler: Sampler,
     on_token: Callable[[int], None] | None,
 ) -> Attempt:
-    prompt = model.prompt_ids(messages)
+    prompt = model.prompt_ids(messages, prefix=ANSWER_PREFIX)
     generation = generate(
         guide,
         model.next_logits(prompt),
@@ -153,8 +247,80 @@ def _attempt(
         sampler=sampler,
         audit=AuditLog(signing_key=signing_key) if audit else None,
         on_token=on_token,
+        seal=False,  # sealed once the choice among candidates is known
     )
     violations = guide.check(generation.text)
     if not violations and judge is not None:  # the judge vouches for what the checker passed
         violations = judge(generation.text)
     return Attempt(generation.text, violations, generation, len(prompt))
+
+
+def _run(attempt: Attempt, database: Database | None, timeout_s: float, max_rows: int) -> Candidate:
+    """The attempt, executed read-only when it is clean and a database is given."""
+    candidate = Candidate(attempt)
+    if attempt.violations:
+        candidate.error = "not run: " + "; ".join(v.message for v in attempt.violations)
+    elif database is not None:
+        try:
+            candidate.result = database.execute(
+                attempt.sql, read_only=True, timeout_s=timeout_s, max_rows=max_rows
+            )
+        except GridrailError as exc:  # DatabaseError, ExecutionLimitError
+            candidate.error = str(exc)
+    return candidate
+
+
+def _choose(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The best clean candidate: one that runs over one that does not, one that returns rows
+    over an empty result, then the result more candidates agree on, then the earliest (the
+    greedy one first). None when no candidate is clean."""
+    clean = [c for c in candidates if not c.attempt.violations]
+    if not clean:
+        return None
+    agreement = Counter(_result_key(c.result) for c in clean if c.runs)
+
+    def rank(indexed: tuple[int, Candidate]) -> tuple:
+        index, c = indexed
+        agree = agreement[_result_key(c.result)] if c.runs else 0
+        return (c.runs, bool(c.result and c.result.rows), agree, -index)
+
+    return max(enumerate(clean), key=rank)[1]
+
+
+def _result_key(result: QueryResult | None) -> object:
+    """A result set as a comparable value: its rows as a multiset (column names aside)."""
+    if result is None:
+        return None
+    return tuple(sorted(Counter(map(repr, result.rows)).items()))
+
+
+def _seal_choice(guide: Guide, candidates: Sequence[Candidate], chosen: Candidate) -> None:
+    """Mark the chosen candidate, give every candidate its reason, seal every audit log."""
+    chosen.chosen = True
+    number = {id(c): i + 1 for i, c in enumerate(candidates)}
+    for c in candidates:
+        c.reason = _reason(c, chosen, number[id(chosen)])
+        seal_generation(
+            guide,
+            c.attempt.generation,
+            candidate=number[id(c)],
+            of=len(candidates),
+            chosen=c.chosen,
+            reason=c.reason,
+        )
+
+
+def _reason(c: Candidate, chosen: Candidate, chosen_number: int) -> str:
+    if c.attempt.violations:
+        what = "; ".join(v.kind for v in c.attempt.violations)
+        return ("chosen although " if c.chosen else "not chosen: ") + f"violations ({what})"
+    if c.runs:
+        assert c.result is not None
+        ran = f"runs ({len(c.result.rows)} rows)"
+    elif c.error is not None:
+        ran = f"does not run ({c.error})"
+    else:
+        ran = "clean (not run: no database)"
+    if c.chosen:
+        return f"chosen: {ran}"
+    return f"not chosen: {ran}; candidate {chosen_number} ranks higher"

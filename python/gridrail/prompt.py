@@ -1,57 +1,82 @@
 """Chat prompts for SQL generation, built from what the role sees of the schema — never from
-the rest of it: a table or column the role may not see is not even named to the model."""
+the rest of it: a table or column the role may not see is not even named to the model.
+
+The prompt ends where the statement begins: the assistant's turn is opened with a ```sql fence
+(`ANSWER_PREFIX`), so the first token the model samples is SQL, not the prose opening of a chat
+answer ("In this query…"), which the mask would otherwise steer into a keyword.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from gridrail.check.checker import Violation
 from gridrail.policy.view import SchemaView
 
+ANSWER_PREFIX = "```sql\n"
 _DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_VALUE_CHARS = 40  # a sample value longer than this is cut: rows show shape, not documents
+
+Samples = Mapping[str, Sequence[tuple]]
+"""Per visible table (catalog name), a few of its rows over its visible columns, in order."""
 
 
-def schema_text(view: SchemaView) -> str:
-    """The visible tables as CREATE TABLE statements with their visible columns."""
+def schema_text(view: SchemaView, samples: Samples | None = None) -> str:
+    """The visible tables as CREATE TABLE statements with their visible columns, each followed
+    by its sample rows when `samples` has some."""
     rules = view.schema.rules
     lines = []
     for table in view.tables:
+        visible = view.columns(table)
         columns = ", ".join(
-            f"{_name(c.name, rules.bare_may_denote)} {c.type}".rstrip() for c in view.columns(table)
+            f"{_name(c.name, rules.bare_may_denote)} {c.type}".rstrip() for c in visible
         )
         lines.append(f"CREATE TABLE {_name(table.name, rules.bare_may_denote)} ({columns});")
+        rows = (samples or {}).get(table.name, ())
+        if rows:
+            lines.append(f"/* {len(rows)} rows of {table.name}:")
+            lines.append("\t".join(c.name for c in visible))
+            lines.extend("\t".join(_value(v) for v in row) for row in rows)
+            lines.append("*/")
     return "\n".join(lines)
 
 
-def question_messages(view: SchemaView, question: str) -> list[dict[str, str]]:
+def question_messages(
+    view: SchemaView, question: str, samples: Samples | None = None
+) -> list[dict[str, str]]:
     """System and user messages asking for one statement that answers `question`."""
     dialect = _DIALECT_NAMES.get(view.schema.dialect, view.schema.dialect)
     kinds = sorted(view.role.statements) if view.role is not None else ["any"]
     system = (
         f"You write {dialect} SQL. Answer with exactly one SQL statement and nothing else.\n"
         f"Statements you may write: {', '.join(k.upper() for k in kinds)}.\n"
-        f"The database:\n{schema_text(view)}"
+        f"The database:\n{schema_text(view, samples)}"
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
 def repair_messages(
-    messages: Sequence[dict[str, str]], sql: str, violations: Sequence[Violation]
+    messages: Sequence[dict[str, str]], sql: str, problems: Sequence[str]
 ) -> list[dict[str, str]]:
-    """`messages` followed by the rejected answer and the violations quoted back, asking for a
-    corrected statement (the one repair retry)."""
-    problems = "\n".join(f"- {v.message}" for v in violations)
+    """`messages` followed by the rejected answer and its `problems` (the checker's violations,
+    or the database's error) quoted back, asking for a corrected statement (the one retry)."""
+    listed = "\n".join(f"- {p}" for p in problems)
     return [
         *messages,
-        {"role": "assistant", "content": sql},
+        {"role": "assistant", "content": f"{ANSWER_PREFIX}{sql}\n```"},
         {
             "role": "user",
-            "content": f"That statement is not allowed:\n{problems}\n"
+            "content": f"That statement is not allowed or does not run:\n{listed}\n"
             "Write a corrected statement that answers the question.",
         },
     ]
+
+
+def _value(value: object) -> str:
+    text = "NULL" if value is None else str(value)
+    text = text.replace("\t", " ").replace("\n", " ")
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
 
 
 def _name(name: str, bare_may_denote) -> str:

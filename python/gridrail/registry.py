@@ -31,6 +31,7 @@ from gridrail.policy.bundle import Policy
 from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.language import role_language, select_role
 from gridrail.policy.lexicon import Lexicon
+from gridrail.policy.profile import GenerationProfile
 from gridrail.policy.schema import Schema
 from gridrail.policy.view import SchemaView
 from gridrail.vocab.trie import TokenTrie, build_trie
@@ -310,14 +311,15 @@ def shared_role_language(
     schema: Schema | None = None,
     registry: Registry | None = None,
     catalogue: ConstructCatalogue | None = None,
+    profile: GenerationProfile | None = None,
 ) -> tuple[Grammar, SchemaView | None, tuple[Lexicon, ...]]:
-    """`role_language(grammar, policy, role, schema, catalogue)`, built once per (grammar,
-    policy, role, schema, catalogue) fingerprints. The role and the catalogue are resolved first
-    (a single-role policy needs no name, a bundled grammar no catalogue), so naming them or not
-    shares one build; an unknown role, or a grammar without a catalogue, raises before any
-    build."""
+    """`role_language(grammar, policy, role, schema, catalogue, profile)`, built once per
+    (grammar, policy, role, schema, catalogue) fingerprints and profile. The role and the
+    catalogue are resolved first (a single-role policy needs no name, a bundled grammar no
+    catalogue), so naming them or not shares one build; an unknown role, or a grammar without a
+    catalogue, raises before any build."""
     chosen = select_role(policy, role)
-    if chosen is not None or schema is not None:
+    if chosen is not None or schema is not None or profile is not None:
         catalogue = ConstructCatalogue.resolve(grammar, catalogue)
     key = (
         "language",
@@ -326,9 +328,10 @@ def shared_role_language(
         chosen.name if chosen else "",
         schema.fingerprint if schema else "",
         _fingerprint(catalogue),
+        profile,
     )
     return _or_default(registry).get(
-        key, lambda: role_language(grammar, policy, role, schema, catalogue)
+        key, lambda: role_language(grammar, policy, role, schema, catalogue, profile)
     )
 
 

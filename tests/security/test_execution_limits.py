@@ -266,13 +266,16 @@ def test_postgres_runs_read_only_with_the_statement_timeout(pg: str) -> None:
 
 
 def _ask_with(monkeypatch: pytest.MonkeyPatch, sql: str, *options: str) -> tuple[int, str]:
-    """`gridrail ask --execute` as the analyst, the model scripted to write `sql`."""
+    """`gridrail ask --execute` as the analyst, the model scripted to write `sql`, one candidate
+    (the answer is executed after it is chosen, with the role's rights and the given limits)."""
     from test_ask import _scripted
 
     monkeypatch.setattr("gridrail.models.load_model", lambda *_args: _scripted(sql))
     out = io.StringIO()
     argv = ["ask", "--db", str(HR_DB), "--policy", str(HR_POLICY), "--role", "analyst"]
-    return main([*argv, "--execute", *options, "question"], out), out.getvalue()
+    return main(
+        [*argv, "--execute", "--candidates", "1", *options, "question"], out
+    ), out.getvalue()
 
 
 def test_cli_limits_reach_execute(
@@ -281,7 +284,8 @@ def test_cli_limits_reach_execute(
     seen: list[dict] = []
 
     def spy(self: Database, sql: str, **options: object) -> QueryResult:
-        seen.append(options)
+        if sql == "SELECT 1;":  # the answer, not the prompt's sample rows
+            seen.append(options)
         return QueryResult(("n",), ((1,),), -1)
 
     monkeypatch.setattr(Database, "execute", spy)

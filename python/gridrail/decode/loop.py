@@ -36,6 +36,7 @@ class Generation:
     model_seconds: float = 0.0  # inside `next_logits`
     model_calls: int = 0
     audit: AuditLog | None = None
+    mode: dict[str, object] = field(default_factory=dict)  # the seal's mode flags
 
 
 def generate(
@@ -46,11 +47,14 @@ def generate(
     sampler: Sampler | None = None,
     audit: AuditLog | None = None,
     on_token: Callable[[int], None] | None = None,
+    seal: bool = True,
 ) -> Generation:
     """Decode one statement of `guide`'s language with at most `max_tokens` tokens (EOS
     included). With `audit`, every step is recorded and the log is sealed with the stop reason,
-    the guide's artifact fingerprints and the mode flags. `on_token(n)` is told the number of
-    tokens so far after each step (progress display)."""
+    the guide's artifact fingerprints and the mode flags — unless `seal` is false: a caller that
+    knows more about the generation (why it was chosen among candidates) then seals it with
+    `seal_generation`. `on_token(n)` is told the number of tokens so far after each step
+    (progress display)."""
     sampler = sampler or Sampler()
     matcher = guide.matcher(max_tokens=max_tokens, audit=audit)
     result = Generation([], "", "eos", audit=audit)
@@ -84,13 +88,17 @@ def generate(
     result.guard_seconds = clock() - started - result.model_seconds
     result.tokens = matcher.accepted_tokens()
     result.text = text_of(guide, result.tokens)
-    if audit is not None:
-        audit.seal(
-            result.stop,
-            guide.artifacts(),
-            {"mode": "grid-loop", "max_tokens": max_tokens, "sampling": sampler.description},
-        )
+    result.mode = {"mode": "grid-loop", "max_tokens": max_tokens, "sampling": sampler.description}
+    if seal:
+        seal_generation(guide, result)
     return result
+
+
+def seal_generation(guide: Guide, generation: Generation, **notes: object) -> None:
+    """Seal `generation`'s audit log (if it has one) with its stop reason, `guide`'s artifact
+    fingerprints and its mode flags plus `notes` (chained and signed with the rest)."""
+    if generation.audit is not None:
+        generation.audit.seal(generation.stop, guide.artifacts(), {**generation.mode, **notes})
 
 
 def _write_reserve(matcher: Matcher, result: Generation) -> None:

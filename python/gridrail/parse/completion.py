@@ -164,12 +164,15 @@ class Completer:
         if closed is None or stack is None:
             raise CompletionError(f"cannot close the pending lexeme of {cfg.lexeme_length} bytes")
         pieces = [self.lexeme[t] for t in self.plan(stack)]
-        for sep in _SEPARATORS:
-            body = sep.join(pieces)
-            lead = sep if closed.lexeme_length and body else b""
-            done = oracle.try_feed(closed, lead + body)
-            if done is not None and oracle.eos_ok(done):
-                return head + lead + body
+        # The pending lexeme is parted from the body by the separator; failing that, by nothing
+        # (pending layout that one more byte of layout would make too long: a bounded WS).
+        for leads in (True, False):
+            for sep in _SEPARATORS:
+                body = sep.join(pieces)
+                lead = sep if leads and closed.lexeme_length and body else b""
+                done = oracle.try_feed(closed, lead + body)
+                if done is not None and oracle.eos_ok(done):
+                    return head + lead + body
         raise CompletionError(
             f"the planned completion {b' '.join(pieces)!r} does not read back as a sentence"
         )

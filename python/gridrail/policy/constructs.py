@@ -1,6 +1,7 @@
 """The policy surface of a grammar: named statement kinds, named constructs and capabilities (all
-three as production selectors), the identifier categories that schema lexicons restrict, and the
-dialect whose identifier rules the grammar's names follow.
+three as production selectors), the identifier categories that schema lexicons restrict, the
+dialect whose identifier rules the grammar's names follow, and the generation surface: which
+terminals and productions a generation profile (gridrail.policy.profile) narrows.
 
 A catalogue is chosen explicitly, never by a grammar's file name: a bundled grammar
 (`Grammar.bundled("sqlite")`, or any grammar with the same fingerprint) has the catalogue shipped
@@ -35,8 +36,19 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 WORD_SOURCES = ("tables", "columns", "functions")
-_SECTIONS = {"dialect", "statements", "constructs", "capabilities", "lexicons"}
+_SECTIONS = {"dialect", "statements", "constructs", "capabilities", "lexicons", "generation"}
 _CAPABILITY_KEYS = {"requires", "productions"}
+_GENERATION_KEYS = {
+    "layout",
+    "comments",
+    "invented_names",
+    "qualifier",
+    "qualifier_suffix",
+    "openings",
+    "opening_suffix",
+    "double_quoted_strings",
+    "terminator",
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,35 @@ class Capability:
 
 
 @dataclass(frozen=True)
+class GenerationSurface:
+    """The parts a generation profile narrows, named in the catalogue's [generation] section
+    (checked against the grammar when the catalogue is read)."""
+
+    layout: str  # the ignored whitespace terminal
+    comments: tuple[str, ...]  # the ignored comment terminals
+    invented_names: tuple[str, ...]  # names a statement declares (aliases, CTE names)
+    qualifier: str  # a table or alias with its dot
+    qualifier_suffix: str  # the regex text every qualifier lexeme ends with (the dot)
+    openings: tuple[str, ...]  # words lexed with their "(" (a function name, cast's)
+    opening_suffix: str  # the regex text each opening's pattern ends with: layout, then "("
+    double_quoted_strings: tuple[tuple[str, tuple[str, ...]], ...]  # (lhs, rhs) productions
+    terminator: str  # the terminal that ends the statement
+
+    def as_json(self) -> list[object]:
+        return [
+            self.layout,
+            list(self.comments),
+            list(self.invented_names),
+            self.qualifier,
+            self.qualifier_suffix,
+            list(self.openings),
+            self.opening_suffix,
+            [[lhs, list(rhs)] for lhs, rhs in self.double_quoted_strings],
+            self.terminator,
+        ]
+
+
+@dataclass(frozen=True)
 class ConstructCatalogue:
     statements: dict[str, frozenset[int]]  # kind -> indices of the productions it selects
     constructs: dict[str, frozenset[int]]
@@ -66,6 +107,7 @@ class ConstructCatalogue:
     dialect: str  # whose identifier rules policy names follow (gridrail.policy.dialect)
     grammar_fingerprint: str  # the grammar whose production indices these are
     source: str
+    generation: GenerationSurface | None = None  # None: the grammar has no generation profile
 
     @classmethod
     def for_grammar(cls, grammar: Grammar) -> ConstructCatalogue:
@@ -146,6 +188,11 @@ class ConstructCatalogue:
                 )
             lexicons.append(LexiconCategory(terminal, spec["words"], spec.get("suffix", "")))
         functions = _function_names(grammar, lexicons, source)
+        generation = (
+            _generation(grammar, data["generation"], lexicons, source)
+            if "generation" in data
+            else None
+        )
         dialect = data.get("dialect")
         if dialect not in RULES:
             raise PolicyError(
@@ -162,6 +209,7 @@ class ConstructCatalogue:
             dialect,
             grammar.fingerprint,
             source,
+            generation,
         )
 
     @property
@@ -187,6 +235,7 @@ class ConstructCatalogue:
             },
             "lexicons": [[c.terminal, c.words, c.suffix] for c in self.lexicons],
             "functions": sorted(self.functions),
+            "generation": self.generation.as_json() if self.generation else None,
         }
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
@@ -232,6 +281,89 @@ def _capabilities(
         picked = _select_all(grammar, spec["productions"], f"{where}.productions", source)
         out[name] = Capability(frozenset(requires), picked)
     return out
+
+
+def _generation(
+    grammar: Grammar, table: object, lexicons: list[LexiconCategory], source: str
+) -> GenerationSurface:
+    """The [generation] section, every name checked to play its part in `grammar`."""
+    if not isinstance(table, dict) or set(table) != _GENERATION_KEYS:
+        raise PolicyError(
+            f"[generation] must give exactly {', '.join(sorted(_GENERATION_KEYS))}",
+            source=source,
+        )
+
+    def terminal(key: str, name: object) -> str:
+        if not isinstance(name, str) or not grammar.is_terminal(name):
+            raise PolicyError(
+                f"generation.{key}: {name!r} is not a terminal of {grammar.name}", source=source
+            )
+        if name in grammar.declared:
+            raise PolicyError(
+                f"generation.{key}: {name} is %declare'd, so it has no lexeme to narrow",
+                source=source,
+            )
+        return name
+
+    def terminals(key: str) -> tuple[str, ...]:
+        names = table[key]
+        if not isinstance(names, list) or not names:
+            raise PolicyError(f"generation.{key} must list terminals", source=source)
+        return tuple(terminal(key, name) for name in names)
+
+    def text(key: str) -> str:
+        value = table[key]
+        if not isinstance(value, str) or not value:
+            raise PolicyError(f"generation.{key} must be a regex text", source=source)
+        return value
+
+    layout, comments = terminal("layout", table["layout"]), terminals("comments")
+    for key, name in [("layout", layout), *(("comments", c) for c in comments)]:
+        if name not in grammar.ignored:
+            raise PolicyError(
+                f"generation.{key}: {name} is not ignored by {grammar.name}", source=source
+            )
+    invented = terminals("invented_names")
+    categories = {c.terminal for c in lexicons}
+    for name in invented:
+        if name in categories:
+            raise PolicyError(
+                f"generation.invented_names: {name} is a lexicon category (its words come from "
+                "the schema), not a name a statement invents",
+                source=source,
+            )
+    opening_suffix = text("opening_suffix")
+    openings = terminals("openings")
+    for name in openings:
+        if not grammar.terminal(name).pattern.endswith(opening_suffix):
+            raise PolicyError(
+                f"generation.openings: {name}'s regex does not end with opening_suffix "
+                f"{opening_suffix!r}",
+                source=source,
+            )
+    qualifier, qualifier_suffix = (
+        terminal("qualifier", table["qualifier"]),
+        text("qualifier_suffix"),
+    )
+    if not grammar.terminal(qualifier).pattern.endswith(qualifier_suffix):
+        raise PolicyError(
+            f"generation.qualifier: {qualifier}'s regex does not end with qualifier_suffix "
+            f"{qualifier_suffix!r}",
+            source=source,
+        )
+    picked = _select_all(grammar, table["double_quoted_strings"], "generation", source)
+    double_quoted = tuple((p.lhs, p.rhs) for p in grammar.productions if p.index in picked)
+    return GenerationSurface(
+        layout,
+        comments,
+        invented,
+        qualifier,
+        qualifier_suffix,
+        openings,
+        opening_suffix,
+        double_quoted,
+        terminal("terminator", table["terminator"]),
+    )
 
 
 def read_policy_text(path: str | os.PathLike[str], what: str) -> str:

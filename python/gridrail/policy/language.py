@@ -1,5 +1,5 @@
 """The language one caller may speak: L1 dialect grammar → L2 role projection → L3 schema
-lexicons, reduced and proven non-empty (paper §2).
+lexicons → (optionally) a generation profile, reduced and proven non-empty (paper §2).
 
 Policy is never dropped for want of a schema: without one, the role's table and function lists
 become lexicons of those names themselves (spelled by the catalogue's dialect rules), and what
@@ -17,6 +17,7 @@ from gridrail.grammar.reduce import reduce_grammar
 from gridrail.policy.bundle import Policy
 from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.lexicon import Lexicon, apply_lexicons, build_lexicons
+from gridrail.policy.profile import GenerationProfile, apply_profile
 from gridrail.policy.projection import project
 from gridrail.policy.role import Role
 from gridrail.policy.schema import Schema, Table
@@ -46,16 +47,18 @@ def role_language(
     role: str | None = None,
     schema: Schema | None = None,
     catalogue: ConstructCatalogue | None = None,
+    profile: GenerationProfile | None = None,
 ) -> tuple[Grammar, SchemaView | None, tuple[Lexicon, ...]]:
     """The reduced grammar of what `role` may say over `schema`, the view it was built from,
     and the lexicons it contains. Either input may be absent (no policy: every statement;
     no schema: the role's own table and function lists are the names). `catalogue` (default:
-    the grammar's own, for a bundled grammar) is the grammar's policy surface."""
+    the grammar's own, for a bundled grammar) is the grammar's policy surface. With `profile`,
+    the language is narrowed last to what that generation profile lets a model write."""
     chosen = select_role(policy, role)
     language = grammar
     view = None
     lexicons: tuple[Lexicon, ...] = ()
-    if chosen is not None or schema is not None:
+    if chosen is not None or schema is not None or profile is not None:
         catalogue = ConstructCatalogue.resolve(grammar, catalogue)
         if chosen is not None:
             assert policy is not None
@@ -68,8 +71,7 @@ def role_language(
         if schema is not None:
             view = SchemaView(schema, chosen)
             lexicons = build_lexicons(grammar, catalogue, view)
-        else:
-            assert chosen is not None
+        elif chosen is not None:
             lexicons = _own_name_lexicons(grammar, catalogue, chosen)
         language = apply_lexicons(language, lexicons)
     name = grammar.name
@@ -77,16 +79,39 @@ def role_language(
         name += f" role={chosen.name}"
     if schema is not None:
         name += f" schema={schema.fingerprint[:12]}"
+    who = f"role {chosen.name!r}" if chosen else "the grammar"
+    where = schema.source if schema else "its own names"
     try:
-        return reduce_grammar(replace(language, name=name)), view, lexicons
+        language = reduce_grammar(replace(language, name=name))
     except GrammarError:
-        who = f"role {chosen.name!r}" if chosen else "the grammar"
-        raise PolicyError(
-            f"{who} can say nothing over {schema.source if schema else 'its own names'}: "
-            "no statement of its language uses only names it may see",
-            chosen.line if chosen else 0,
-            policy.source if policy else "<policy>",
+        raise _says_nothing(
+            f"{who} can say nothing over {where}: no statement of its language uses only names "
+            "it may see",
+            chosen,
+            policy,
         ) from None
+    if profile is None:
+        return language, view, lexicons
+    assert catalogue is not None  # resolved above: a profile is read off the catalogue
+    profiled = apply_profile(language, catalogue, profile, lexicons)
+    try:
+        return reduce_grammar(replace(profiled, name=f"{name} {profile.label}")), view, lexicons
+    except GrammarError:
+        raise _says_nothing(
+            f"{who} can say nothing over {where} under the generation {profile.label}: every "
+            "statement of its language needs something a model may not write there (compile "
+            "with profile=None for the whole language)",
+            chosen,
+            policy,
+        ) from None
+
+
+def _says_nothing(what: str, role: Role | None, policy: Policy | None) -> PolicyError:
+    return PolicyError(
+        what,
+        role.line if role else 0,
+        policy.source if policy else "<policy>",
+    )
 
 
 def _own_name_lexicons(

@@ -1,0 +1,170 @@
+"""Generation profiles: the stricter language a model may *write* (docs/generation.md).
+
+`gridrail parse` reads the dialect's whole language; a model writing into it finds free-text
+channels there that execute nothing: comments, runs of blank lines, text after the final ";",
+quoted or endless aliases and qualifiers, `"x"` read as a string. A profile is a grammar
+transformation applied after the lexicons (L1 → L2 → L3 → profile), so the mask, the
+specification, the kernels and the audit see one ordinary grammar and every guarantee holds
+as it is. It keeps every terminal index and changes the language in two ways only:
+
+  * it narrows terminals (the layout, the invented names, the qualifier, the openings) and
+    appends a *refusal twin* of each — the terminal's former definition, in no production and
+    not ignored. Maximal munch runs over every scanned terminal, so a lexeme the narrowed
+    terminal no longer spells but its former self did is now the twin's, which the parser can
+    never take: `two  spaces`, a 25-character alias, `"quoted"` as an alias are refused rather
+    than split into shorter lexemes that SQLite would read as one. At equal length the narrowed
+    terminal, defined first, wins (same shadowing class). The terminator gets a twin too: itself
+    followed by anything the dialect ignores, so after the final ";" only EOS continues;
+  * it stops ignoring the comments (still scanned: a comment is refused, and `a--b` with it,
+    which SQLite reads as a comment too) and drops the double-quoted-string productions
+    (`"x"` where a string would stand is refused; a quoted name the lexicon spells still lexes
+    as that name).
+Each narrowed terminal's language is checked to lie inside its former one. Only productions are
+removed, so an LALR(1) grammar stays LALR(1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from gridrail.errors import GrammarError, PolicyError, UsageError
+from gridrail.grammar.dfa import compile_regex
+from gridrail.grammar.model import Grammar, TerminalDef
+from gridrail.policy.constructs import ConstructCatalogue, GenerationSurface
+from gridrail.policy.lexicon import Lexicon
+from gridrail.policy.lexicon import _outside as outside_language
+
+REFUSED = "REFUSED_"  # prefix of the twins' names
+
+
+@dataclass(frozen=True)
+class GenerationProfile:
+    """What a model may write. The default is the strict profile: no comments; layout is one
+    space, or a newline and at most `max_indent` spaces; nothing after the final ";"; invented
+    names (aliases, CTE names, a qualifier that is no table the role sees) bare and at most
+    `max_name_length` characters; strings single-quoted only; at most one space before the "("
+    of a call. `GenerationProfile(comments=True)` lets comments back in."""
+
+    comments: bool = False
+    max_indent: int = 8
+    max_name_length: int = 24
+
+    def __post_init__(self) -> None:
+        for name, least in (("max_indent", 0), ("max_name_length", 1)):
+            value = getattr(self, name)
+            if type(value) is not int or value < least:
+                raise UsageError(f"GenerationProfile.{name} must be an int >= {least}: {value!r}")
+
+    @property
+    def label(self) -> str:
+        """How a language built under this profile is named (in its grammar name)."""
+        comments = "comments" if self.comments else "no-comments"
+        return f"profile({comments},indent<={self.max_indent},names<={self.max_name_length})"
+
+    @property
+    def bare_name(self) -> str:
+        """The regex of an invented name: an ASCII identifier of bounded length."""
+        return f"[A-Za-z_][A-Za-z0-9_]{{0,{self.max_name_length - 1}}}"
+
+    @property
+    def layout(self) -> str:
+        return f"(?: |\\n {{0,{self.max_indent}}})"
+
+
+def apply_profile(
+    grammar: Grammar,
+    catalogue: ConstructCatalogue,
+    profile: GenerationProfile,
+    lexicons: tuple[Lexicon, ...],
+) -> Grammar:
+    """`grammar` (a role language, lexicons applied) restricted to what `profile` lets a model
+    write; reduce the result before use. PolicyError if the catalogue has no [generation]
+    section; GrammarError if a narrowed terminal would spell something it did not."""
+    surface = catalogue.generation
+    if surface is None:
+        raise PolicyError(
+            "the construct catalogue has no [generation] section, so no generation profile can "
+            "be applied to this grammar (compile with profile=None for its whole language)",
+            source=catalogue.source,
+        )
+    narrowed = _narrowed_patterns(grammar, surface, profile, lexicons)
+    terminals = [
+        replace(t, pattern=narrowed[t.name], flags="") if t.name in narrowed else t
+        for t in grammar.terminals
+    ]
+    twins = [_twin(grammar.terminal(name)) for name in narrowed]
+    twins.append(_terminator_twin(grammar, surface.terminator))
+    for twin in twins:
+        if grammar.is_terminal(twin.name):
+            raise GrammarError(
+                f"the generation profile adds a terminal {twin.name}, which the grammar "
+                "already has",
+                source=grammar.name,
+            )
+    terminals += [replace(t, index=len(terminals) + i) for i, t in enumerate(twins)]
+    ignored = grammar.ignored if profile.comments else grammar.ignored - set(surface.comments)
+    dropped = set(surface.double_quoted_strings)
+    productions = tuple(p for p in grammar.productions if (p.lhs, p.rhs) not in dropped)
+    return replace(grammar, terminals=tuple(terminals), ignored=ignored, productions=productions)
+
+
+def _narrowed_patterns(
+    grammar: Grammar,
+    surface: GenerationSurface,
+    profile: GenerationProfile,
+    lexicons: tuple[Lexicon, ...],
+) -> dict[str, str]:
+    """The new regex of every terminal the profile narrows, each checked to spell only what
+    the terminal spelled before."""
+    patterns = {surface.layout: profile.layout}
+    for name in surface.invented_names:
+        patterns[name] = profile.bare_name
+    tables = next((lex for lex in lexicons if lex.category.words == "tables" and lex.words), None)
+    names = profile.bare_name if tables is None else f"{tables.pattern}|{profile.bare_name}"
+    patterns[surface.qualifier] = f"(?:{names}){surface.qualifier_suffix}"
+    for name in surface.openings:
+        if name in grammar.declared:  # an empty lexicon (a role that may call no function)
+            continue
+        terminal = grammar.terminal(name)
+        if not terminal.pattern.endswith(surface.opening_suffix):
+            raise GrammarError(
+                f"{name}'s regex no longer ends with the catalogue's opening_suffix "
+                f"{surface.opening_suffix!r}",
+                source=grammar.name,
+            )
+        word = terminal.pattern[: -len(surface.opening_suffix)]
+        patterns[name] = _group(word, terminal.flags) + r" ?\("
+    for name, pattern in patterns.items():
+        before = grammar.terminal(name)
+        witness = outside_language(
+            compile_regex(pattern), compile_regex(before.pattern, before.flags)
+        )
+        if witness is not None:
+            raise GrammarError(
+                f"the generation profile's {name} spells {witness!r}, which the grammar's {name} "
+                "does not",
+                source=grammar.name,
+            )
+    return patterns
+
+
+def _twin(terminal: TerminalDef) -> TerminalDef:
+    """`terminal` as it was, under a new name: it takes every lexeme the narrowed terminal lost
+    (its index is set by the caller, after every existing one)."""
+    return replace(terminal, name=REFUSED + terminal.name)
+
+
+def _terminator_twin(grammar: Grammar, terminator: str) -> TerminalDef:
+    """The terminator followed by anything the dialect ignores: longer than the terminator, so
+    it takes the lexeme whenever layout or a comment follows the final ";"."""
+    end = grammar.terminal(terminator)
+    after = "|".join(
+        _group(t.pattern, t.flags) for t in grammar.terminals if t.name in grammar.ignored
+    )
+    pattern = _group(end.pattern, end.flags) + f"(?:{after})"
+    return TerminalDef(f"{REFUSED}AFTER_{terminator}", -1, pattern, "", 0, False)
+
+
+def _group(pattern: str, flags: str) -> str:
+    """`pattern` as a group that carries its own flags (only "i" exists)."""
+    return f"(?{flags}:{pattern})"

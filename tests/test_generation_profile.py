@@ -1,0 +1,457 @@
+"""Generation profiles (issue 13, item 2): the stricter language a model may write — no comments,
+bounded layout, nothing after the final ";", bare bounded invented names, single-quoted strings
+— compiled as an ordinary grammar, so masks stay exact (fast ≡ spec), walks end in sentences,
+and audit logs replay. Every refusal has its positive control: the dialect's own language (no
+profile) accepts the same text."""
+
+from __future__ import annotations
+
+import random
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import gridrail as gr
+from assets import asset
+from gridrail.archive import MissingArtifactError, save_guide
+from gridrail.audit import replay
+from gridrail.parse.completion import Completer
+from gridrail.policy.constructs import ConstructCatalogue
+from gridrail.policy.language import role_language
+from gridrail.registry import Registry, shared_role_language
+from gridrail.spec import spec_mask
+from test_audit import audited_generation
+from test_lexicon import HR_TABLES
+from test_walk_arm import _small_vocab, generate
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+STRICT = gr.GenerationProfile()
+ALIAS_24 = "a" * 24
+
+REFUSED = {
+    "line comment": "SELECT name -- the names\nFROM employees;",
+    "block comment": "SELECT name /* the names */ FROM employees;",
+    "comment in an expression": "SELECT name FROM employees WHERE id = 1--1\n;",
+    "comment before the statement": "-- names\nSELECT name FROM employees;",
+    "blank line": "SELECT name\n\nFROM employees;",
+    "two spaces": "SELECT name  FROM employees;",
+    "a tab": "SELECT name\tFROM employees;",
+    "deep indent": "SELECT name\n         FROM employees;",
+    "space after ;": "SELECT name FROM employees; ",
+    "newline after ;": "SELECT name FROM employees;\n",
+    "comment after ;": "SELECT name FROM employees;-- done",
+    "quoted alias": 'SELECT name FROM employees AS "the staff";',
+    "backtick alias": "SELECT name FROM employees AS `staff`;",
+    "bracket column alias": "SELECT name AS [who] FROM employees;",
+    "25-character alias": f"SELECT name FROM employees AS {ALIAS_24}b;",
+    "alias with a dollar": "SELECT name FROM employees AS T$1;",
+    "double-quoted string": 'SELECT name FROM employees WHERE dept = "eng";',
+    "quoted free qualifier": 'SELECT "Quarterly Results".name FROM employees;',
+    "long free qualifier": f"SELECT {ALIAS_24}b.name FROM employees;",
+    "quoted CTE name": 'WITH "t" AS (SELECT name FROM employees) SELECT name FROM employees;',
+    "two spaces before (": "SELECT count  (*) FROM orders;",
+    "newline before (": "SELECT count\n(*) FROM orders;",
+}
+
+ACCEPTED = {
+    "plain": "SELECT name FROM employees;",
+    "aliases T1": "SELECT T1.name, count(*) AS n FROM employees AS T1 GROUP BY T1.name;",
+    "newline and indent": "SELECT name\nFROM employees\n        WHERE dept = 'eng';",
+    "24-character alias": f"SELECT {ALIAS_24}.name FROM employees AS {ALIAS_24};",
+    "table qualifier": "SELECT employees.name FROM employees;",
+    "quoted table qualifier": 'SELECT "employees".name FROM employees;',
+    "quoted column the lexicon spells": 'SELECT "name" FROM employees;',
+    "one space before (": "SELECT count (*) FROM orders;",
+    "CTE": "WITH t AS (SELECT name FROM employees) SELECT name FROM employees;",
+    "string with dashes": "SELECT name FROM employees WHERE dept = '--; ';",
+}
+
+
+def _hr_guide(vocab: gr.Vocabulary, profile: gr.GenerationProfile | None) -> gr.Guide:
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        vocab,
+        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
+        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
+        role="analyst",
+        profile=profile,
+    )
+
+
+@cache
+def _small(profile: gr.GenerationProfile | None = STRICT) -> gr.Guide:
+    return _hr_guide(_small_vocab(), profile)
+
+
+@cache
+def _gpt2(profile: gr.GenerationProfile | None = STRICT) -> gr.Guide:
+    return _hr_guide(
+        gr.Vocabulary.from_file(asset("tokenizers", "gpt2", "tokenizer.json")), profile
+    )
+
+
+def _accepts(guide: gr.Guide, text: str) -> bool:
+    return guide.oracle.accepts(text.encode())
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_the_profile_refuses_what_the_dialect_accepts(case: str) -> None:
+    text = REFUSED[case]
+    assert _accepts(_small(None), text), "positive control: the whole language has it"
+    assert not _accepts(_small(), text)
+
+
+@pytest.mark.parametrize("case", sorted(ACCEPTED))
+def test_the_profile_accepts_ordinary_statements(case: str) -> None:
+    assert _accepts(_small(), ACCEPTED[case])
+
+
+def test_comments_can_be_allowed_back() -> None:
+    with_comments = _small(gr.GenerationProfile(comments=True))
+    assert _accepts(with_comments, REFUSED["line comment"])
+    assert _accepts(with_comments, REFUSED["block comment"])
+    for still_refused in ("comment after ;", "two spaces", "quoted alias"):
+        assert not _accepts(with_comments, REFUSED[still_refused])
+
+
+def test_terminal_indices_are_kept_and_the_fingerprint_changes() -> None:
+    dialect = _small(None).compiled.grammar
+    profiled = _small().compiled.grammar
+    kept = [(t.index, t.name) for t in dialect.terminals]
+    assert [(t.index, t.name) for t in profiled.terminals[: len(kept)]] == kept
+    assert len(profiled.terminals) > len(kept)  # the refusal twins come after
+    assert profiled.fingerprint != dialect.fingerprint
+    assert _small().artifacts()["grammar"] != _small(None).artifacts()["grammar"]
+
+
+def test_the_profile_without_a_policy_or_schema() -> None:
+    guide = gr.compile(gr.Grammar.bundled("sqlite"), _small_vocab(), profile=STRICT)
+    assert _accepts(guide, "SELECT t.a FROM t;")
+    for case in ("line comment", "two spaces", "space after ;", "quoted free qualifier"):
+        assert not _accepts(guide, REFUSED[case])
+
+
+def test_a_spaced_table_qualifies_but_no_other_quoted_name() -> None:
+    schema = gr.Schema.from_tables("sqlite", {"Quarterly Results": ["quarter", "revenue"]})
+    guide = gr.compile(gr.Grammar.bundled("sqlite"), _small_vocab(), schema=schema, profile=STRICT)
+    assert _accepts(guide, 'SELECT "Quarterly Results".revenue FROM "Quarterly Results";')
+    assert _accepts(guide, 'SELECT q.revenue FROM "Quarterly Results" AS q;')
+    # the issue's runaway: a double-quoted qualifier the model invents
+    assert not _accepts(guide, 'SELECT "order_id_quarter_id".revenue FROM "Quarterly Results";')
+
+
+def test_the_registry_keys_on_the_profile() -> None:
+    grammar, registry = gr.Grammar.bundled("sqlite"), Registry()
+    strict = shared_role_language(grammar, registry=registry, profile=STRICT)
+    assert (
+        shared_role_language(grammar, registry=registry, profile=gr.GenerationProfile()) is strict
+    )
+    others = [
+        shared_role_language(grammar, registry=registry, profile=p)
+        for p in (None, gr.GenerationProfile(comments=True), gr.GenerationProfile(max_indent=2))
+    ]
+    fingerprints = {language.fingerprint for language, _, _ in [strict, *others]}
+    assert len(fingerprints) == 4
+
+
+# -- masks
+
+
+def _configuration(guide: gr.Guide, text: str) -> gr.Configuration:
+    return guide.oracle.feed(guide.oracle.initial, text.encode())
+
+
+def _comment_tokens(guide: gr.Guide, cfg: gr.Configuration) -> list[int]:
+    mask = guide.mask(cfg)
+    return [t for t in mask.ids() if b"--" in (guide.vocab.token_bytes(t) or b"")]
+
+
+@pytest.mark.parametrize(
+    "prefix", ["", "SELECT name", "SELECT name FROM employees WHERE id = 1", "SELECT count(*)"]
+)
+def test_no_comment_token_in_the_masks(prefix: str) -> None:
+    assert _comment_tokens(_gpt2(None), _configuration(_gpt2(None), prefix)), "positive control"
+    assert _comment_tokens(_gpt2(), _configuration(_gpt2(), prefix)) == []
+
+
+def test_after_the_final_semicolon_only_eos() -> None:
+    text = "SELECT name FROM employees;"
+    whole = _gpt2(None).mask(_configuration(_gpt2(None), text))
+    assert set(whole.ids()) > set(_gpt2().vocab.eos_token_ids)  # positive control: layout
+    assert set(_gpt2().mask(_configuration(_gpt2(), text)).ids()) == set(
+        _gpt2().vocab.eos_token_ids
+    )
+
+
+SPEC_STATEMENTS = [
+    ACCEPTED["aliases T1"],
+    ACCEPTED["newline and indent"],
+    ACCEPTED["24-character alias"],
+    ACCEPTED["one space before ("],
+    "SELECT CAST(total AS INTEGER) FROM orders WHERE placed_on > '2026-03-01';",
+]
+
+
+@pytest.mark.parametrize("role", ["analyst", "auditor"])
+def test_fast_equals_spec_on_every_prefix_small_vocabulary(role: str) -> None:
+    """Both roles' qualifiers spell other tables, and the dialect's walks went first: the
+    cross-role (T2) cache they all share serves none of them a wrong walk."""
+    _small(None).mask(_small(None).oracle.initial)
+    guide = _small() if role == "analyst" else _small_auditor()
+    for text in SPEC_STATEMENTS:
+        for k in range(len(text) + 1):  # ASCII: a character is a byte
+            cfg = _configuration(guide, text[:k])
+            fast, spec = guide.mask(cfg), spec_mask(guide.oracle, guide.vocab, cfg)
+            assert fast == spec, f"divergence after {text[:k]!r}"
+
+
+@cache
+def _small_auditor() -> gr.Guide:
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        _small_vocab(),
+        schema=gr.Schema.from_tables("sqlite", HR_TABLES),
+        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
+        role="auditor",
+        profile=STRICT,
+    )
+
+
+def test_fast_equals_spec_on_sampled_steps_gpt2() -> None:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(asset("tokenizers", "gpt2", "tokenizer.json")))
+    guide = _gpt2()
+    steps = [
+        (ids, k)
+        for ids in (tokenizer.encode(s).ids for s in SPEC_STATEMENTS)
+        for k in range(len(ids) + 1)
+    ]
+    m = guide.matcher()
+    for ids, k in random.Random(5).sample(steps, 16):
+        m.reset()
+        assert m.accept_tokens(ids[:k])
+        fast, spec = (
+            guide.mask(m.configuration),
+            spec_mask(guide.oracle, guide.vocab, m.configuration),
+        )
+        assert fast == spec, f"divergence at step {k} of {ids}"
+        assert ids[k] in fast if k < len(ids) else guide.vocab.eos_token_id in fast
+
+
+# -- walks: generations under the profile
+
+
+_QUOTED = re.compile(rb"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`(?:[^`]|``)*`|\[[^\]]*\]")
+
+
+def _outside_quotes(text: bytes) -> bytes:
+    return _QUOTED.sub(b"'", text)
+
+
+def _profile_breaches(text: bytes) -> list[str]:
+    """What of the strict profile `text` breaks, read with regexes of its own (not the grammar)."""
+    bare = _outside_quotes(text)
+    breaches = []
+    if b"--" in bare or b"/*" in bare:
+        breaches.append("comment")
+    for run in re.findall(rb"[ \t\r\n\f]+", bare):
+        if run != b" " and not re.fullmatch(rb"\n {0,8}", run):
+            breaches.append(f"layout {run!r}")
+    if not bare.endswith(b";") or bare.count(b";") != 1:
+        breaches.append("not ending at its only ;")
+    breaches += [f"long name {n!r}" for n in _LONG_NAME.findall(bare)]
+    return breaches
+
+
+_LONG_NAME = re.compile(rb"(?<![A-Za-z0-9_$])[A-Za-z_][A-Za-z0-9_$]{24,}")
+
+
+def _walk_texts(guide: gr.Guide, generations: int, seed: int, finish_rate: float) -> list[bytes]:
+    rng = random.Random(seed)
+    reserve = len(guide.matcher().completion())
+    texts = []
+    for n in range(generations):
+        budget = reserve if n % 5 == 0 else rng.randint(reserve, reserve + 40)
+        gen = generate(guide, rng, budget, finish_rate=finish_rate)
+        assert len(gen.tokens) <= budget and guide.is_eos(gen.tokens[-1])
+        texts.append(b"".join(guide.vocab.token_bytes(t) for t in gen.tokens[:-1]))
+    return texts
+
+
+def test_walk_arm_generations_are_profile_sentences() -> None:
+    guide = _small()
+    texts = _walk_texts(guide, 60, seed=3, finish_rate=0.0)
+    for text in texts:
+        assert guide.oracle.accepts(text), f"not a sentence: {text!r}"
+        assert _small(None).oracle.accepts(text), f"not in the dialect: {text!r}"
+        assert _profile_breaches(text) == [], text
+    # positive control: the same walks in the whole language break the profile
+    whole = _walk_texts(_small(None), 20, seed=3, finish_rate=0.0)
+    breaches = [b.split(" ")[0] for text in whole for b in _profile_breaches(text)]
+    assert {"comment", "layout"} <= set(breaches), breaches
+
+
+def test_walk_arm_gpt2_generations_end_at_the_semicolon() -> None:
+    guide = _gpt2()
+    for text in _walk_texts(guide, 4, seed=4, finish_rate=0.2):
+        assert guide.oracle.accepts(text) and _profile_breaches(text) == [], text
+
+
+@pytest.mark.parametrize("role", ["clerk", "manager", "admin"])
+def test_every_role_compiles_under_the_profile(role: str) -> None:
+    """Still LALR(1) (compile_grammar raises GrammarConflict otherwise), and the shortest
+    sentence obeys the profile."""
+    language, _, _ = role_language(
+        gr.Grammar.bundled("sqlite"),
+        gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
+        role,
+        gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
+        profile=STRICT,
+    )
+    oracle = gr.Oracle(gr.compile_grammar(language))
+    shortest = Completer(oracle).complete(oracle.initial)
+    assert oracle.accepts(shortest) and _profile_breaches(shortest) == [], shortest
+
+
+def test_a_role_that_may_call_no_function() -> None:
+    """Its function lexicon is empty (FUNCTION_NAME has no lexeme): nothing to narrow there."""
+    policy = gr.Policy.from_text("[roles.plain]\nstatements = ['select']\nfunctions = []\n")
+    schema = gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite")
+    grammar = gr.Grammar.bundled("sqlite")
+    language, _, _ = role_language(grammar, policy, "plain", schema, profile=STRICT)
+    assert "FUNCTION_NAME" in language.declared
+    oracle = gr.Oracle(gr.compile_grammar(language))
+    assert oracle.accepts(b"SELECT name FROM employees;")
+    assert not oracle.accepts(b"SELECT count(*) FROM employees;")
+
+
+@pytest.mark.parametrize("prefix", ["WITH ", "SELECT name\n        ", "SELECT count ("])
+def test_a_completion_after_pending_layout_adds_none(prefix: str) -> None:
+    """One more space after a pending space (or a full indent) would be refused: the completer
+    must write the rest without a leading separator."""
+    guide = _small()
+    rest = guide.completer.complete(_configuration(guide, prefix))
+    assert guide.oracle.accepts(prefix.encode() + rest), rest
+
+
+def test_the_reserve_is_a_profile_sentence() -> None:
+    for guide in (_small(), _gpt2()):
+        completion = guide.matcher().completion()
+        text = b"".join(guide.vocab.token_bytes(t) for t in completion[:-1])
+        assert guide.oracle.accepts(text) and _profile_breaches(text) == [], text
+
+
+# -- audit
+
+
+def test_profile_generations_replay(tmp_path: Path) -> None:
+    guide = _small()
+    artifacts = save_guide(guide, tmp_path / "profile")
+    rng = random.Random(11)
+    for budget in (len(guide.matcher().completion()), 30, 50):
+        log = audited_generation(guide, rng, budget)
+        assert replay(log, tmp_path / "profile") == len(log.records)
+    save_guide(_small(None), tmp_path / "dialect")  # same vocabulary and lexicons, other grammar
+    with pytest.raises(MissingArtifactError, match=artifacts["grammar"]):
+        replay(log, tmp_path / "dialect")
+
+
+# -- the catalogue's [generation] section
+
+
+def _catalogue_text() -> str:
+    from importlib import resources
+
+    return resources.files("gridrail.grammars").joinpath("sqlite.constructs.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('layout = "WS"', 'layout = "SPACE"'), "'SPACE' is not a terminal"),
+        (('layout = "WS"', 'layout = "STRING"'), "STRING is not ignored"),
+        (('"CTE_NAME"]', '"CTE_NAME", "TABLE_NAME"]'), "TABLE_NAME is a lexicon category"),
+        (('"FUNCTION_NAME"]', '"FUNCTION_NAME", "STRING"]'), "does not end with opening_suffix"),
+        (("qualifier_suffix = ", 'qualifier_suffix = "x"\n#'), "does not end with qualifier"),
+        (('["literal: DQ_STRING"]', '["literal: NOPE"]'), "matches no production"),
+        (('terminator = "SEMICOLON"', 'terminator = ";"'), "';' is not a terminal"),
+        (('terminator = "SEMICOLON"\n', ""), "must give exactly"),
+    ],
+)
+def test_generation_section_names_are_checked(edit: tuple[str, str], message: str) -> None:
+    grammar = gr.Grammar.bundled("sqlite")
+    text = _catalogue_text()
+    assert edit[0] in text
+    with pytest.raises(gr.PolicyError, match=re.escape(message)):
+        ConstructCatalogue.from_text(text.replace(edit[0], edit[1], 1), grammar, "edited.toml")
+
+
+def test_a_catalogue_without_a_generation_section_refuses_a_profile() -> None:
+    grammar = gr.Grammar.bundled("sqlite")
+    text = _catalogue_text()
+    catalogue = ConstructCatalogue.from_text(
+        text[: text.index("[generation]")], grammar, "no-generation.toml"
+    )
+    assert role_language(grammar, catalogue=catalogue)[0].productions  # fine without a profile
+    with pytest.raises(gr.PolicyError, match=r"no \[generation\] section"):
+        role_language(grammar, catalogue=catalogue, profile=STRICT)
+
+
+TINY = r"""
+start: literal item ";"
+literal: DQ_STRING
+item: WORD ALIAS | QUALIFIER WORD | CALL ")"
+DQ_STRING: /"[^"]*"/
+WORD: /w+/
+ALIAS: /[A-Za-z_][A-Za-z0-9_]*/
+QUALIFIER: /[A-Za-z_][A-Za-z0-9_]*\./
+CALL: /f[ ]*\(/
+WS: /[ \n]+/
+COMMENT: /--[^\n]*/
+%ignore WS
+%ignore COMMENT
+"""
+TINY_GENERATION = r"""
+dialect = "sqlite"
+[generation]
+layout = "WS"
+comments = ["COMMENT"]
+invented_names = ["ALIAS"]
+qualifier = "QUALIFIER"
+qualifier_suffix = '\.'
+openings = ["CALL"]
+opening_suffix = '[ ]*\('
+double_quoted_strings = ["literal: DQ_STRING"]
+terminator = "SEMICOLON"
+"""
+
+
+def test_a_profile_that_empties_the_language_is_a_policy_error() -> None:
+    grammar = gr.Grammar.from_lark(TINY, "tiny.lark")
+    catalogue = ConstructCatalogue.from_text(TINY_GENERATION, grammar, "tiny.toml")
+    assert role_language(grammar, catalogue=catalogue)[0].productions
+    with pytest.raises(gr.PolicyError, match="under the generation profile"):
+        role_language(grammar, catalogue=catalogue, profile=STRICT)
+
+
+def test_a_narrowing_outside_the_terminal_is_a_grammar_error() -> None:
+    grammar = gr.Grammar.from_lark(
+        TINY.replace("/[A-Za-z_][A-Za-z0-9_]*/", "/[a-z]+/"), "tiny.lark"
+    )
+    catalogue = ConstructCatalogue.from_text(TINY_GENERATION, grammar, "tiny.toml")
+    # the profile's bare names have capitals and digits; this grammar's ALIAS does not
+    with pytest.raises(gr.GrammarError, match="ALIAS spells 'A'"):
+        role_language(grammar, catalogue=catalogue, profile=STRICT)
+
+
+def test_profile_fields_are_checked() -> None:
+    for bad in ({"max_indent": -1}, {"max_name_length": 0}, {"max_indent": 2.0}):
+        with pytest.raises(gr.UsageError):
+            gr.GenerationProfile(**bad)
+    narrow = _hr_guide(_small_vocab(), gr.GenerationProfile(max_indent=2, max_name_length=3))
+    assert _accepts(narrow, "SELECT abc.name\n  FROM employees AS abc;")
+    assert not _accepts(narrow, "SELECT name\n   FROM employees;")
+    assert not _accepts(narrow, "SELECT name FROM employees AS abcd;")

@@ -1,0 +1,141 @@
+"""The llama.cpp runtime of the GRID-owned loop (`load_model(runtime="llama-cpp")`): its logits
+after any change of the sequence equal a fresh evaluation (the key/value cache is reused only
+for what the context really holds), it generates sentences whose audit logs verify and replay,
+and it reads the model as transformers does: the same vocabulary and the same prompt ids.
+Skipped where llama-cpp-python is missing (`pip install 'gridrail[llama-cpp]'`); under CI
+(`CI=true`) a missing llama-cpp-python fails instead."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gridrail as gr
+from assets import missing
+from gridrail.archive import save_guide
+from gridrail.audit import AuditLog, replay, verify
+from gridrail.decode import generate
+from gridrail.decode.llama_model import ContextLengthError, LlamaLogits
+from gridrail.models import LanguageModel, ModelLoadError, load_model
+from gridrail.prompt import ANSWER_PREFIX, question_messages
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(scope="module")
+def llama() -> LanguageModel:
+    if importlib.util.find_spec("llama_cpp") is None:
+        missing("llama-cpp-python is not installed: pip install 'gridrail[llama-cpp]'")
+    return load_model(runtime="llama-cpp")
+
+
+def _guide(model: LanguageModel, role: str) -> gr.Guide:
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        model.vocab,
+        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
+        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
+        role=role,
+        profile=gr.GenerationProfile(),
+    )
+
+
+def _prompt(model: LanguageModel, question: str) -> list[int]:
+    view = _guide(model, "analyst").view
+    return model.prompt_ids(question_messages(view, question), prefix=ANSWER_PREFIX)
+
+
+def _fresh(model: LanguageModel, prompt: list[int], generated: list[int]) -> np.ndarray:
+    model.model.reset()  # an empty context: everything is evaluated anew
+    return LlamaLogits(model.model, prompt)(generated)
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    # one token at a time and a whole batch at once take different kernel paths (measured: up
+    # to 3% of the largest logit apart); logits of another sequence are 50-110% apart
+    return bool(np.abs(a - b).max() <= 0.05 * np.abs(b).max())
+
+
+def test_logits_equal_a_fresh_evaluation_after_any_change(llama: LanguageModel) -> None:
+    prompt = _prompt(llama, "How many orders are there?")
+    select, count, name = (_token(llama, t) for t in ("SELECT", " count", " name"))
+    run = llama.next_logits(prompt)
+    steps = [[], [select], [select, count], [select, name], [select, name], [select], []]
+    got = [run(s) for s in steps]  # forward, a rollback by one, a repeat, back to the prompt
+    for step, logits in zip(steps, got, strict=True):
+        assert logits.shape == (llama.vocab.size,) and logits.dtype == np.float32
+        assert _close(logits, _fresh(llama, prompt, step)), step
+    assert not _close(got[2], got[3])  # positive control: another token, other logits
+    # a generation's logits depend on its prompt and tokens only, not on what another one
+    # left in the shared context: after one, it starts over, exactly as a fresh evaluation
+    other = _prompt(llama, "List the departments.")
+    a, b = llama.next_logits(prompt), llama.next_logits(other)
+    interleaved = [a([select]), b([select]), a([select, count])]
+    assert np.array_equal(interleaved[0], _fresh(llama, prompt, [select]))
+    assert np.array_equal(interleaved[1], _fresh(llama, other, [select]))
+    assert np.array_equal(interleaved[2], _fresh(llama, prompt, [select, count]))
+
+
+def test_a_sequence_past_the_context_is_refused(llama: LanguageModel) -> None:
+    context = llama.model.n_ctx()
+    with pytest.raises(ContextLengthError, match=f"more than the model's context of {context}"):
+        llama.next_logits([_token(llama, "SELECT")] * (context + 1))([])
+
+
+def _token(model: LanguageModel, text: str) -> int:
+    (token,) = model.model.tokenize(text.encode(), add_bos=False)
+    return token
+
+
+@pytest.mark.parametrize(
+    ("role", "question", "budget"),
+    [("analyst", "How many employees are in each department?", 48), ("auditor", "Salaries?", 10)],
+)
+def test_constrained_generation_is_a_sentence_and_replays(
+    llama: LanguageModel, role: str, question: str, budget: int, tmp_path: Path
+) -> None:
+    guide = _guide(llama, role)
+    save_guide(guide, tmp_path)
+    prompt = llama.prompt_ids(question_messages(guide.view, question), prefix=ANSWER_PREFIX)
+    result = generate(guide, llama.next_logits(prompt), max_tokens=budget, audit=AuditLog())
+    assert result.stop in ("eos", "reserve") and len(result.tokens) <= budget
+    assert guide.oracle.accepts(result.text.encode())
+    assert result.model_calls > 0
+    verify(result.audit)
+    assert replay(result.audit, tmp_path) == len(result.tokens)
+
+
+def test_both_runtimes_read_the_model_alike(llama: LanguageModel) -> None:
+    pytest.importorskip("transformers")
+    hf = load_model(runtime="transformers")
+    assert hf.vocab == llama.vocab
+    view = _guide(llama, "manager").view
+    for messages, prefix in [
+        (question_messages(view, "Who earns the most?"), ANSWER_PREFIX),
+        ([{"role": "user", "content": "Zähle die Bestellungen — bitte!"}], "SELECT"),
+        ([{"role": "system", "content": "s"}, {"role": "user", "content": "q"}], ""),
+    ]:
+        assert hf.prompt_ids(messages, prefix) == llama.prompt_ids(messages, prefix)
+
+
+def test_runtime_errors_say_what_to_do(llama: LanguageModel, tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="unknown runtime 'vllm'"):
+        load_model(runtime="vllm")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    with pytest.raises(ModelLoadError, match="runs GGUF files"):
+        load_model(str(folder), runtime="llama-cpp")
+    with pytest.raises(ModelLoadError, match="no such GGUF file"):
+        load_model(str(tmp_path / "absent.gguf"), runtime="llama-cpp")
+    assert load_model(runtime="auto") is llama  # a GGUF with llama.cpp installed: llama.cpp
+
+
+def test_without_llama_cpp_the_error_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("gridrail.models._llama_cpp_imports", lambda: False)
+    with pytest.raises(ModelLoadError, match=r"pip install 'gridrail\[llama-cpp\]'"):
+        load_model(runtime="llama-cpp")
