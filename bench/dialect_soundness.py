@@ -87,20 +87,6 @@ CLASSES = (
 )
 
 
-# The one grammar defect left (the grammar's header says why): a word SQLite reserves as a
-# qualifier, `SELECT SELECT.a`, `EXISTS.*`. A syntax error near such a word, or near the dot
-# after it, in a sentence that writes one is counted as this known defect, not as a new one.
-RESERVED_QUALIFIER = re.compile(
-    r"(?<![\w$\"'`\[])(add|all|alter|and|as|autoincrement|between|case|cast|check|collate|commit"
-    r"|constraint|create|current_date|current_time|current_timestamp|default|deferrable|delete"
-    r"|distinct|drop|else|escape|except|exists|foreign|from|group|having|in|index|insert"
-    r"|intersect|into|is|isnull|join|limit|not|nothing|notnull|null|on|or|order|primary|raise"
-    r"|references|returning|select|set|table|then|to|transaction|union|unique|update|using"
-    r"|values|when|where)\.",
-    re.I,
-)
-KNOWN_DEFECT = "grammar, known: a reserved word as a qualifier"
-
 # DuckDB's refusals, as "ExceptionType: message"
 DUCKDB_CLASSES = (
     ("grammar", r"^(?:Parser|Syntax)Exception"),
@@ -149,10 +135,6 @@ class Counts:
         if message is None:
             return
         name, kind = classify(message, classes)
-        near = re.match(r'near "(.*)": syntax error', message) if classes is CLASSES else None
-        written = {m.group(1).lower() for m in RESERVED_QUALIFIER.finditer(sql)}
-        if near and (near.group(1) == "." or near.group(1).lower() in written) and written:
-            name = KNOWN_DEFECT
         self.refused[name] += 1
         self.kinds[f"{name}: {kind}"] += 1
         row[name] += 1

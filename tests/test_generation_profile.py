@@ -45,7 +45,11 @@ REFUSED = {
     "quoted alias": 'SELECT name FROM employees AS "the staff";',
     "backtick alias": "SELECT name FROM employees AS `staff`;",
     "bracket column alias": "SELECT name AS [who] FROM employees;",
-    "25-character alias": f"SELECT name FROM employees AS {ALIAS_24}b;",
+    "25-character alias": f"SELECT name AS {ALIAS_24}b FROM employees;",
+    "4-character table alias": "SELECT emps.name FROM employees AS emps;",
+    "21-digit number": "SELECT name FROM employees WHERE id = 123456789012345678901;",
+    "21-character decimal": "SELECT name FROM employees WHERE id = 1.2345678901234567890;",
+    "65-character string": f"SELECT name FROM employees WHERE dept = '{'x' * 63}';",
     "alias with a dollar": "SELECT name FROM employees AS T$1;",
     "double-quoted string": 'SELECT name FROM employees WHERE dept = "eng";',
     "quoted free qualifier": 'SELECT "Quarterly Results".name FROM employees;',
@@ -59,7 +63,10 @@ ACCEPTED = {
     "plain": "SELECT name FROM employees;",
     "aliases T1": "SELECT T1.name, count(*) AS n FROM employees AS T1 GROUP BY T1.name;",
     "newline and indent": "SELECT name\nFROM employees\n        WHERE dept = 'eng';",
-    "24-character alias": f"SELECT {ALIAS_24}.name FROM employees AS {ALIAS_24};",
+    "24-character column alias": f"SELECT name AS {ALIAS_24} FROM employees;",
+    "3-character table alias": "SELECT emp.name FROM employees AS emp;",
+    "20-digit number": "SELECT name FROM employees WHERE id = 12345678901234567890;",
+    "64-character string": f"SELECT name FROM employees WHERE dept = '{'x' * 62}';",
     "table qualifier": "SELECT employees.name FROM employees;",
     "quoted table qualifier": 'SELECT "employees".name FROM employees;',
     "quoted column the lexicon spells": 'SELECT "name" FROM employees;',
@@ -188,7 +195,7 @@ def test_after_the_final_semicolon_only_eos() -> None:
 SPEC_STATEMENTS = [
     ACCEPTED["aliases T1"],
     ACCEPTED["newline and indent"],
-    ACCEPTED["24-character alias"],
+    ACCEPTED["24-character column alias"],
     ACCEPTED["one space before ("],
     "SELECT CAST(total AS INTEGER) FROM orders WHERE placed_on > '2026-03-01';",
 ]
@@ -374,6 +381,7 @@ def _catalogue_text() -> str:
         (('layout = "WS"', 'layout = "SPACE"'), "'SPACE' is not a terminal"),
         (('layout = "WS"', 'layout = "STRING"'), "STRING is not ignored"),
         (('"CTE_NAME"]', '"CTE_NAME", "TABLE_NAME"]'), "TABLE_NAME is a lexicon category"),
+        (('["TABLE_ALIAS"]', '["COLUMN_NAME"]'), "not one of generation.invented_names"),
         (('"FUNCTION_NAME"]', '"FUNCTION_NAME", "STRING"]'), "does not end with opening_suffix"),
         (("qualifier_suffix = ", 'qualifier_suffix = "x"\n#'), "does not end with qualifier"),
         (('["literal: DQ_STRING"]', '["literal: NOPE"]'), "matches no production"),
@@ -420,6 +428,9 @@ dialect = "sqlite"
 layout = "WS"
 comments = ["COMMENT"]
 invented_names = ["ALIAS"]
+table_aliases = []
+numbers = []
+strings = []
 qualifier = "QUALIFIER"
 qualifier_suffix = '\.'
 openings = ["CALL"]
@@ -448,7 +459,13 @@ def test_a_narrowing_outside_the_terminal_is_a_grammar_error() -> None:
 
 
 def test_profile_fields_are_checked() -> None:
-    for bad in ({"max_indent": -1}, {"max_name_length": 0}, {"max_indent": 2.0}):
+    for bad in (
+        {"max_indent": -1},
+        {"max_name_length": 0},
+        {"max_indent": 2.0},
+        {"max_alias_length": 0},
+        {"max_string_length": 1},
+    ):
         with pytest.raises(gr.UsageError):
             gr.GenerationProfile(**bad)
     narrow = _hr_guide(_small_vocab(), gr.GenerationProfile(max_indent=2, max_name_length=3))

@@ -632,9 +632,11 @@ def test_sqlite_lexing_conventions(sqlite: Reference) -> None:
     # where only an identifier is viable, a double-quoted token is one
     assert ("TABLE_NAME", '"my table"') in _names(sqlite, 'SELECT a FROM "my table";')
     assert ("COLUMN_ALIAS", '"x"') in _names(sqlite, 'SELECT a AS "x" FROM t;')
-    # a function name without "(" is a column; CAST needs its "(" too
+    # a function name without "(" is a column; CAST without its "(" is none (SQLite refuses
+    # `SELECT cast FROM t`), but it may name a table
     assert ("COLUMN_NAME", "count") in _names(sqlite, "SELECT count FROM t;")
-    assert ("COLUMN_NAME", "cast") in _names(sqlite, "SELECT cast FROM t;")
+    assert sqlite.first_error("SELECT cast FROM t;") is not None
+    assert ("TABLE_NAME", "cast") in _names(sqlite, "SELECT a FROM cast;")
     # a non-reserved keyword is a name where no keyword is viable
     assert ("COLUMN_NAME", "range") in _names(sqlite, "SELECT range FROM t;")
     assert ("TABLE_NAME", "MATCH") in _names(sqlite, "SELECT a FROM MATCH;")

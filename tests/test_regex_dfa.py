@@ -68,6 +68,10 @@ CORPUS = [
     (r"(?:select|like|key|kill|ilike|distinct)", "i"),
     (r"(?:[a-z_]|[^\x00-\x7f])(?:[a-z0-9_]|[^\x00-\x7f])*", "i"),
     (r"(?i:s)ſ(?i:[^s])", ""),
+    # a leading negative lookahead: words left out of an identifier (the qualifier's form)
+    (r"(?!(?i:as|and|select)\.)[a-z_][a-z0-9_]*\.", ""),
+    (r"(?!ab|b)[abc]*", ""),
+    (r"(?i)(?!x)[a-z]+", ""),
 ]
 
 # Characters that Unicode case folding (but not ASCII folding) relates to ASCII letters or to
@@ -468,3 +472,27 @@ def test_unsupported_flag_and_size() -> None:
         compile_regex(r"(?L)\w")
     with pytest.raises(RegexError, match="automaton states"):
         compile_regex(r".{100000}")  # (ASCII \w{100000} would fit)
+
+
+def test_leading_negative_lookahead_is_a_difference() -> None:
+    # (?!X)Y: Y's strings that start with no X (Python's meaning under fullmatch)
+    qualifier = compile_regex(r"(?!(?i:select|cast)\.)[A-Za-z_][A-Za-z0-9_]*\.")
+    for refused in (b"select.", b"SeLeCt.", b"CAST."):
+        assert not qualifier.fullmatch(refused)
+    for kept in (b"selects.", b"sel.", b"castx.", b"t1.", b"_."):
+        assert qualifier.fullmatch(kept)
+    assert qualifier.is_live_prefix(b"select")  # `selectx.` is still ahead
+    # an X that spells the empty string is a prefix of every string
+    assert compile_regex(r"(?!a*)b").num_states == 0
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        (r"(?!a)b|c", "guards only the first branch"),
+        (r"(?!a)(?!b)c", "a second leading (?!...)"),
+    ],
+)
+def test_leading_lookahead_forms_not_supported(pattern: str, message: str) -> None:
+    with pytest.raises(RegexError, match=re.escape(message)):
+        compile_regex(pattern)

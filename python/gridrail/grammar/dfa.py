@@ -8,6 +8,7 @@ stored flat, ``transitions[state * 256 + byte]``, with -1 for "no string can con
 from __future__ import annotations
 
 import functools
+import itertools
 from array import array
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
@@ -17,6 +18,7 @@ from gridrail.grammar.regex_syntax import (
     Alternation,
     CharSet,
     Concat,
+    Excluding,
     Node,
     Ranges,
     Repeat,
@@ -89,7 +91,12 @@ def compile_regex(pattern: str, flags: str = "", *, minimize: bool = True) -> By
     """
     tree = parse_regex(pattern, flags)
     try:
-        rows, accepting = _determinize(tree)
+        if isinstance(tree, Excluding):
+            rows, accepting = _without_prefixes(
+                _determinize(tree.keep), _determinize(tree.prefix), whole=tree.whole
+            )
+        else:
+            rows, accepting = _determinize(tree)
     except _TooLarge as too_large:
         raise RegexError(f"{too_large} (in {quote_pattern(pattern)})") from None
     class_of, table = _class_table(rows)
@@ -286,6 +293,56 @@ def _determinize(tree: Node) -> tuple[list[list[Edge]], list[bool]]:
                 row.append((lo, hi, target))
         rows.append(row)
     return rows, [final in key for key in keys]
+
+
+def _without_prefixes(
+    keep: tuple[list[list[Edge]], list[bool]],
+    prefix: tuple[list[list[Edge]], list[bool]],
+    whole: bool = False,
+) -> tuple[list[list[Edge]], list[bool]]:
+    """The rows of keep's strings that start with none of prefix's (``(?!prefix)keep``): the
+    product of the two automata, where a pair dies once prefix's side accepts and prefix's side
+    drops out (-1) once it dies. With ``whole`` a pair where prefix's side accepts only stops
+    accepting (``(?!prefix\\Z)keep``: keep minus prefix). Rows as ``_determinize`` returns."""
+    keep_rows, keep_accepting = keep
+    prefix_rows, prefix_accepting = prefix
+    if prefix_accepting[0] and not whole:  # "" is a prefix of everything: nothing is left
+        return [[]], [False]
+    keys = [(0, 0)]
+    ids = {keys[0]: 0}
+    rows: list[list[Edge]] = []
+    for a, b in keys:  # grows while iterating
+        if len(keys) > MAX_DFA_STATES:
+            raise _TooLarge(f"the pattern's DFA has more than {MAX_DFA_STATES} states")
+        row: list[Edge] = []
+        cuts = _cuts(keep_rows[a]) | (_cuts(prefix_rows[b]) if b >= 0 else set())
+        for lo, end in itertools.pairwise(sorted(cuts | {0, 256})):
+            next_a = _target(keep_rows[a], lo)
+            next_b = _target(prefix_rows[b], lo) if b >= 0 else DEAD
+            if next_a < 0 or (next_b >= 0 and prefix_accepting[next_b] and not whole):
+                continue
+            target = ids.setdefault((next_a, next_b), len(keys))
+            if target == len(keys):
+                keys.append((next_a, next_b))
+            if row and row[-1][2] == target and row[-1][1] + 1 == lo:
+                row[-1] = (row[-1][0], end - 1, target)
+            else:
+                row.append((lo, end - 1, target))
+        rows.append(row)
+    return rows, [keep_accepting[a] and not (b >= 0 and prefix_accepting[b]) for a, b in keys]
+
+
+def _cuts(row: list[Edge]) -> set[int]:
+    """The bytes where ``row``'s target may change."""
+    return {lo for lo, _, _ in row} | {hi + 1 for _, hi, _ in row}
+
+
+def _target(row: list[Edge], byte: int) -> int:
+    """Where ``row``'s edges lead on ``byte`` (DEAD where none does)."""
+    for lo, hi, target in row:
+        if lo <= byte <= hi:
+            return target
+    return DEAD
 
 
 def _segments(edges: list[Edge]) -> Iterable[tuple[int, int, frozenset[int]]]:

@@ -8,9 +8,11 @@ Unicode folding would let ``ſelect`` match ``select``). Non-ASCII code points a
 written explicitly (``é``, ``[^\\x00-\\x7f]``), always exactly. Surrogates (U+D800–U+DFFF) are
 dropped from every set: they have no UTF-8 encoding.
 
-Constructs that are not regular, or that need context outside the lexeme (anchors, lookaround,
-backreferences, conditionals, possessive quantifiers, atomic groups), raise :class:`RegexError`
-naming the construct and its position in the pattern.
+A negative lookahead at the very start of the pattern, ``(?!X)Y``, is supported (an
+:class:`Excluding` root: ``Y`` minus the strings that start with an ``X``). Constructs that are
+not regular, or that need context outside the lexeme (anchors, other lookaround, backreferences,
+conditionals, possessive quantifiers, atomic groups), raise :class:`RegexError` naming the
+construct and its position in the pattern.
 """
 
 from __future__ import annotations
@@ -64,6 +66,20 @@ class Repeat:
 
 Node = CharSet | Concat | Alternation | Repeat
 
+
+@dataclass(frozen=True)
+class Excluding:
+    r"""The strings of ``keep`` that do not start with a string of ``prefix``: Python's
+    ``(?!prefix)keep`` under fullmatch, the one lookaround a lexeme language has (a leading
+    negative lookahead; a terminal uses it to leave out words, as a qualifier leaves out the
+    reserved ones). With ``whole`` (``(?!prefix\Z)keep``) only the strings that are a
+    ``prefix`` string entirely are left out. Only ever the root of a parsed pattern."""
+
+    keep: Node
+    prefix: Node
+    whole: bool = False
+
+
 # The semantics are Python's `re` with this flag, always (docs/semantics.md).
 SEMANTIC_FLAGS = re.ASCII
 # The name of these semantics, part of every grammar's canonical form (and so of its
@@ -81,9 +97,21 @@ _ENCODING_FLAG_ERROR = (
 )
 
 
-def parse_regex(pattern: str, flags: str = "") -> Node:
+def parse_regex(pattern: str, flags: str = "") -> Node | Excluding:
     """Parse ``pattern`` (Python ``re`` syntax) with the flag letters ``flags`` into an AST, with
     the meaning ``re`` gives it under ``re.ASCII`` (docs/semantics.md)."""
+    return _parse(pattern, flags)[0]
+
+
+def leading_exclusion(pattern: str, flags: str = "") -> str:
+    """The pattern's leading ``(?!...)`` as written, or "" when it has none: what a terminal
+    narrowed to a new regex must keep to stay inside its former language."""
+    start, end = _parse(pattern, flags)[1]
+    return pattern[start:end]
+
+
+def _parse(pattern: str, flags: str) -> tuple[Node | Excluding, tuple[int, int]]:
+    """The AST and the span of the leading ``(?!...)`` ((0, 0) without one)."""
     re_flags = 0
     for letter in flags:
         if letter in _ENCODING_FLAGS:
@@ -111,7 +139,8 @@ def parse_regex(pattern: str, flags: str = "") -> Node:
     except OverflowError as err:
         raise RegexError(f"{err} (in {quote_pattern(pattern)})") from None
     scope = _Flags(ignorecase="i" in flags, dotall="s" in flags, verbose="x" in flags)
-    return _Parser(pattern, scope).parse()
+    parser = _Parser(pattern, scope)
+    return parser.parse(), parser.excluded_span
 
 
 # Deeper nesting is refused before anything reads the pattern recursively (Python's own parser
@@ -298,12 +327,18 @@ class _Parser:
         self.pos = 0
         # Flags set by a global group such as "(?i)" at the start apply to every later branch.
         self.global_flags = flags
+        self.excluded: Node | None = None  # the body of a leading (?!...)
+        self.excluded_span = (0, 0)  # where that (?!...) is in the pattern
+        self.in_exclusion = False
+        self.whole_end = -1  # where the ")" after a "\Z" ending that (?!...) is
 
-    def parse(self) -> Node:
+    def parse(self) -> Node | Excluding:
         node = self._alternation(self.global_flags, top=True)
         if self.pos != len(self.pattern):  # an unmatched ")": re.compile() rejects it first
             raise self._error("unbalanced parenthesis", self.pos)
-        return node
+        if self.excluded is None:
+            return node
+        return Excluding(node, self.excluded, whole=self.whole_end >= 0)
 
     def _error(self, message: str, pos: int) -> RegexError:
         where = quote_pattern(self.pattern, pos)
@@ -335,6 +370,12 @@ class _Parser:
         branches = [self._sequence(flags, first=top)]
         while self._match("|"):
             if top:
+                if self.excluded is not None:  # Python's (?!X)A|B guards A alone
+                    raise self._error(
+                        "a leading (?!...) guards only the first branch of a top-level | in "
+                        "Python; not supported: write (?!...)(?:a|b)",
+                        0,
+                    )
                 flags = self.global_flags
             branches.append(self._sequence(flags, first=False))
         return branches[0] if len(branches) == 1 else Alternation(tuple(branches))
@@ -372,6 +413,24 @@ class _Parser:
             elif ch == ".":
                 everything = ((0, MAX_CODE_POINT),)
                 items.append(_char_set(everything if flags.dotall else _complement(((10, 10),))))
+            elif ch == "(" and first and not items and self._match("?!"):
+                if self.excluded is not None:
+                    raise self._error(
+                        "a second leading (?!...) is not supported: write one, (?!a|b)", start
+                    )
+                self.in_exclusion = True
+                self.excluded = self._group_body(start, flags)
+                self.in_exclusion = False
+                self.excluded_span = (start, self.pos)
+                ends_whole = self.whole_end == self.pos - 1
+                if self.whole_end >= 0 and (
+                    not ends_whole or isinstance(self.excluded, Alternation)
+                ):
+                    raise self._error(
+                        "\\Z is supported only at the very end of a leading (?!...), after all "
+                        "of its branches: write (?!(?:a|b)\\Z)",
+                        start,
+                    )
             elif ch == "(":
                 group = self._group(start, flags, first and not items)
                 if isinstance(group, _Flags):
@@ -419,7 +478,7 @@ class _Parser:
             return None
         for prefix, construct in (
             ("=", "lookahead (?=...)"),
-            ("!", "negative lookahead (?!...)"),
+            ("!", "negative lookahead (?!...) other than at the start of the pattern"),
             ("<=", "lookbehind (?<=...)"),
             ("<!", "negative lookbehind (?<!...)"),
             ("(", "conditional group (?(...)...)"),
@@ -469,6 +528,10 @@ class _Parser:
         letter = self._peek()
         if letter is None:  # re.compile() rejects this already
             raise self._error("bad escape (end of pattern)", start)
+        if letter == "Z" and self.in_exclusion and self.whole_end < 0:
+            self.pos += 1
+            self.whole_end = self.pos  # checked to be the (?!...)'s ")" when it closes
+            return Concat(())
         if letter in _ANCHOR_ESCAPES:
             raise self._unsupported(_ANCHOR_ESCAPES[letter], start)
         if letter in "123456789":

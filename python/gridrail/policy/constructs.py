@@ -42,6 +42,9 @@ _GENERATION_KEYS = {
     "layout",
     "comments",
     "invented_names",
+    "table_aliases",
+    "numbers",
+    "strings",
     "qualifier",
     "qualifier_suffix",
     "openings",
@@ -76,6 +79,9 @@ class GenerationSurface:
     layout: str  # the ignored whitespace terminal
     comments: tuple[str, ...]  # the ignored comment terminals
     invented_names: tuple[str, ...]  # names a statement declares (aliases, CTE names)
+    table_aliases: tuple[str, ...]  # those of them a qualifier may repeat (shorter still)
+    numbers: tuple[str, ...]  # numeric literals (bounded in length)
+    strings: tuple[str, ...]  # string and blob literals (bounded in length)
     qualifier: str  # a table or alias with its dot
     qualifier_suffix: str  # the regex text every qualifier lexeme ends with (the dot)
     openings: tuple[str, ...]  # words lexed with their "(" (a function name, cast's)
@@ -88,6 +94,9 @@ class GenerationSurface:
             self.layout,
             list(self.comments),
             list(self.invented_names),
+            list(self.table_aliases),
+            list(self.numbers),
+            list(self.strings),
             self.qualifier,
             self.qualifier_suffix,
             list(self.openings),
@@ -305,9 +314,9 @@ def _generation(
             )
         return name
 
-    def terminals(key: str) -> tuple[str, ...]:
+    def terminals(key: str, may_be_empty: bool = False) -> tuple[str, ...]:
         names = table[key]
-        if not isinstance(names, list) or not names:
+        if not isinstance(names, list) or not (names or may_be_empty):
             raise PolicyError(f"generation.{key} must list terminals", source=source)
         return tuple(terminal(key, name) for name in names)
 
@@ -330,6 +339,13 @@ def _generation(
             raise PolicyError(
                 f"generation.invented_names: {name} is a lexicon category (its words come from "
                 "the schema), not a name a statement invents",
+                source=source,
+            )
+    table_aliases = terminals("table_aliases", may_be_empty=True)
+    for name in table_aliases:
+        if name not in invented:
+            raise PolicyError(
+                f"generation.table_aliases: {name} is not one of generation.invented_names",
                 source=source,
             )
     opening_suffix = text("opening_suffix")
@@ -357,6 +373,9 @@ def _generation(
         layout,
         comments,
         invented,
+        table_aliases,
+        terminals("numbers", may_be_empty=True),
+        terminals("strings", may_be_empty=True),
         qualifier,
         qualifier_suffix,
         openings,

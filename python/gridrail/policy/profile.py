@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from gridrail.errors import GrammarError, PolicyError, UsageError
 from gridrail.grammar.dfa import compile_regex
 from gridrail.grammar.model import Grammar, TerminalDef
+from gridrail.grammar.regex_syntax import leading_exclusion
 from gridrail.policy.constructs import ConstructCatalogue, GenerationSurface
 from gridrail.policy.lexicon import Lexicon
 from gridrail.policy.lexicon import _outside as outside_language
@@ -41,16 +42,28 @@ REFUSED = "REFUSED_"  # prefix of the twins' names
 class GenerationProfile:
     """What a model may write. The default is the strict profile: no comments; layout is one
     space, or a newline and at most `max_indent` spaces; nothing after the final ";"; invented
-    names (aliases, CTE names, a qualifier that is no table the role sees) bare and at most
-    `max_name_length` characters; strings single-quoted only; at most one space before the "("
-    of a call. `GenerationProfile(comments=True)` lets comments back in."""
+    names (column aliases, CTE names) bare and at most `max_name_length` characters, table
+    aliases — and so a qualifier that is no table the role sees — at most `max_alias_length`
+    (`T1`, `e`: an invented qualifier is otherwise an open text channel, bench/RESULTS.md);
+    numbers of at most `max_number_length` characters and strings (quotes included) of at
+    most `max_string_length`, single-quoted only; at most one space before the "(" of a call.
+    `GenerationProfile(comments=True)` lets comments back in."""
 
     comments: bool = False
     max_indent: int = 8
     max_name_length: int = 24
+    max_alias_length: int = 3
+    max_number_length: int = 20
+    max_string_length: int = 64
 
     def __post_init__(self) -> None:
-        for name, least in (("max_indent", 0), ("max_name_length", 1)):
+        for name, least in (
+            ("max_indent", 0),
+            ("max_name_length", 1),
+            ("max_alias_length", 1),
+            ("max_number_length", 1),
+            ("max_string_length", 2),
+        ):
             value = getattr(self, name)
             if type(value) is not int or value < least:
                 raise UsageError(f"GenerationProfile.{name} must be an int >= {least}: {value!r}")
@@ -59,12 +72,21 @@ class GenerationProfile:
     def label(self) -> str:
         """How a language built under this profile is named (in its grammar name)."""
         comments = "comments" if self.comments else "no-comments"
-        return f"profile({comments},indent<={self.max_indent},names<={self.max_name_length})"
+        return (
+            f"profile({comments},indent<={self.max_indent},names<={self.max_name_length},"
+            f"aliases<={self.max_alias_length},numbers<={self.max_number_length},"
+            f"strings<={self.max_string_length})"
+        )
 
     @property
     def bare_name(self) -> str:
         """The regex of an invented name: an ASCII identifier of bounded length."""
-        return f"[A-Za-z_][A-Za-z0-9_]{{0,{self.max_name_length - 1}}}"
+        return _bare(self.max_name_length)
+
+    @property
+    def alias_name(self) -> str:
+        """The regex of a table alias (and so of a qualifier that is no table): shorter."""
+        return _bare(self.max_alias_length)
 
     @property
     def layout(self) -> str:
@@ -119,9 +141,19 @@ def _narrowed_patterns(
     patterns = {surface.layout: profile.layout}
     for name in surface.invented_names:
         patterns[name] = profile.bare_name
+    for name in surface.table_aliases:
+        patterns[name] = profile.alias_name
     tables = next((lex for lex in lexicons if lex.category.words == "tables" and lex.words), None)
-    names = profile.bare_name if tables is None else f"{tables.pattern}|{profile.bare_name}"
-    patterns[surface.qualifier] = f"(?:{names}){surface.qualifier_suffix}"
+    names = profile.alias_name if tables is None else f"{tables.pattern}|{profile.alias_name}"
+    for literals, length in (
+        (surface.numbers, profile.max_number_length),
+        (surface.strings, profile.max_string_length),
+    ):
+        for name in literals:
+            patterns[name] = _at_most(grammar.terminal(name), length)
+    qualifier = grammar.terminal(surface.qualifier)
+    keep_out = leading_exclusion(qualifier.pattern, qualifier.flags)  # the reserved words
+    patterns[surface.qualifier] = f"{keep_out}(?:{names}){surface.qualifier_suffix}"
     for name in surface.openings:
         if name in grammar.declared:  # an empty lexicon (a role that may call no function)
             continue
@@ -163,6 +195,22 @@ def _terminator_twin(grammar: Grammar, terminator: str) -> TerminalDef:
     )
     pattern = _group(end.pattern, end.flags) + f"(?:{after})"
     return TerminalDef(f"{REFUSED}AFTER_{terminator}", -1, pattern, "", 0, False)
+
+
+def _bare(length: int) -> str:
+    """An ASCII identifier of at most `length` characters."""
+    return f"[A-Za-z_][A-Za-z0-9_]{{0,{length - 1}}}"
+
+
+def _at_most(terminal: TerminalDef, length: int) -> str:
+    """`terminal`'s lexemes of at most `length` characters (a leading lookahead that refuses
+    one character more)."""
+    if leading_exclusion(terminal.pattern, terminal.flags):
+        raise GrammarError(
+            f"{terminal.name}'s regex starts with a (?!...) of its own: the profile cannot bound "
+            "its length",
+        )
+    return f"(?!(?s:.){{{length + 1}}})" + _group(terminal.pattern, terminal.flags)
 
 
 def _group(pattern: str, flags: str) -> str:
