@@ -24,25 +24,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from host import describe
+from support.hr_example import hr_guide
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
 DEMO_QUESTION = "How many employees are in each department?"
-RUNTIMES = ("transformers", "llama-cpp")
-
-
-def guide_for(model, role: str):
-    import gridrail as gr
-
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        model.vocab,
-        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
-        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
-        role=role,
-        profile=gr.GenerationProfile(),
-    )
 
 
 def as_numpy(logits) -> np.ndarray:
@@ -83,9 +70,10 @@ def main(argv=None) -> None:
 
     import torch
 
+    from gridrail import GenerationProfile
     from gridrail.ask import ask, question_prompt
     from gridrail.decode import generate
-    from gridrail.models import load_model
+    from gridrail.models import RUNTIMES, load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -96,11 +84,11 @@ def main(argv=None) -> None:
         "torch_threads": torch.get_num_threads(),
     }
     models, outputs = {}, {}
-    for runtime in RUNTIMES:
+    for runtime in (r for r in RUNTIMES if r != "auto"):  # each runtime, by name
         started = time.perf_counter()
         model = models[runtime] = load_model(runtime=runtime)
         loaded = time.perf_counter() - started
-        guide = guide_for(model, "analyst")
+        guide = hr_guide(model.vocab, "analyst", GenerationProfile())
         prompt = question_prompt(model, guide.view, DEMO_QUESTION)
         greedy(model, prompt, 4)  # warm-up
         _, seconds, _ = greedy(model, prompt, args.tokens)
@@ -124,7 +112,7 @@ def main(argv=None) -> None:
         print(runtime, json.dumps(report[runtime]), flush=True)
         outputs[runtime] = []
         for q in questions:
-            g = guide_for(model, q["role"])
+            g = hr_guide(model.vocab, q["role"], GenerationProfile())
             p = question_prompt(model, g.view, q["question"])
             free, _, margins = greedy(model, p, args.tokens)
             masked = generate(g, model.next_logits(p), max_tokens=args.tokens)

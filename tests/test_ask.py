@@ -22,22 +22,13 @@ from gridrail.cli import main
 from gridrail.database import Database, DatabaseError, QueryResult, format_table
 from gridrail.models import LanguageModel, load_model
 from gridrail.prompt import question_messages, repair_messages, schema_text
+from support.hr_example import EXAMPLES, HR_DB, HR_POLICY, hr_guide
 from test_walk_arm import _small_vocab
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-HR_DB = EXAMPLES / "hr.sqlite"
-HR_POLICY = EXAMPLES / "hr_policy.toml"
 
 
 @cache
 def _guide(role: str, vocab: gr.Vocabulary | None = None) -> gr.Guide:
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        vocab or _small_vocab(),
-        schema=gr.Schema.from_sqlite(HR_DB),
-        policy=gr.Policy.from_file(HR_POLICY),
-        role=role,
-    )
+    return hr_guide(vocab or _small_vocab(), role)
 
 
 # -- the bundled example -------------------------------------------------------------------------

@@ -21,21 +21,15 @@ from gridrail.decode.hf import GridLogitsProcessor
 from gridrail.decode.llama_cpp import GridLlamaLogitsProcessor
 from gridrail.decode.logits import allowed_array
 from gridrail.decode.row import GuardedRow
+from support.hr_example import hr_guide
 from test_walk_arm import _small_vocab
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PAD = 24  # a model's output layer wider than its vocabulary
 
 
 @cache
 def _guide(role: str) -> gr.Guide:
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        _small_vocab(),
-        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
-        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
-        role=role,
-    )
+    return hr_guide(_small_vocab(), role)
 
 
 def _reserve(guide: gr.Guide) -> int:

@@ -22,6 +22,7 @@ from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.language import role_language
 from gridrail.registry import Registry, shared_role_language
 from gridrail.spec import spec_mask
+from support.hr_example import hr_guide
 from test_audit import audited_generation
 from test_lexicon import HR_TABLES
 from test_walk_arm import _small_vocab, generate
@@ -77,14 +78,7 @@ ACCEPTED = {
 
 
 def _hr_guide(vocab: gr.Vocabulary, profile: gr.GenerationProfile | None) -> gr.Guide:
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        vocab,
-        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
-        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
-        role="analyst",
-        profile=profile,
-    )
+    return hr_guide(vocab, "analyst", profile)
 
 
 @cache

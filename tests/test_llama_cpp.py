@@ -19,6 +19,7 @@ from gridrail.audit import replay, verify
 from gridrail.decode.llama_cpp import GridLlamaLogitsProcessor
 from gridrail.models import default_model_file
 from gridrail.prompt import question_messages
+from support.hr_example import hr_guide
 
 try:
     import llama_cpp
@@ -26,7 +27,6 @@ except ImportError:
     llama_cpp = None
 
 pytestmark = pytest.mark.long
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @pytest.fixture(autouse=True)
@@ -43,13 +43,7 @@ def _llm():
 
 @cache
 def _guide(role: str) -> gr.Guide:
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        gr.Vocabulary.from_gguf(default_model_file()),
-        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
-        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
-        role=role,
-    )
+    return hr_guide(gr.Vocabulary.from_gguf(default_model_file()), role)
 
 
 def _prompt(guide: gr.Guide, question: str) -> list[int]:

@@ -21,8 +21,7 @@ from gridrail.decode import generate
 from gridrail.decode.llama_model import ContextLengthError, LlamaLogits
 from gridrail.models import LanguageModel, ModelLoadError, load_model
 from gridrail.prompt import ANSWER_PREFIX, question_messages
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from support.hr_example import hr_guide
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +32,7 @@ def llama() -> LanguageModel:
 
 
 def _guide(model: LanguageModel, role: str) -> gr.Guide:
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        model.vocab,
-        schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
-        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
-        role=role,
-        profile=gr.GenerationProfile(),
-    )
+    return hr_guide(model.vocab, role, gr.GenerationProfile())
 
 
 def _prompt(model: LanguageModel, question: str) -> list[int]:
