@@ -1,11 +1,15 @@
 """`gridrail ask` on the bundled HR example, per role: constrained vs unconstrained.
 
     python bench/ask_example.py [--questions bench/hr_questions.json] [--max-tokens 128] \
-        [--out ask_example.jsonl]
+        [--out ask_example.jsonl] [--runtime auto|transformers|llama-cpp]
 
 The questions (bench/hr_questions.json) are asked as the roles of examples/hr_policy.toml over
-examples/hr.sqlite, with the default model, greedy, the same prompt for every arm
-(`gridrail.prompt.question_messages` over what the role sees). Arms and metrics are those of
+examples/hr.sqlite, with the default model and the same prompt for every arm
+(`gridrail.ask.question_prompt` over what the role sees: the answer opened with the ```sql
+fence). Arms: unconstrained greedy; constrained (the first, greedy generation of `gridrail
+ask`); and `gridrail ask` with its defaults (column "constrained+candidates": the strict
+generation profile, K candidates for a role that only reads, chosen by running them read-only,
+one generation for a role that may write, the checker-guided retry). Metrics are those of
 bench/spider_eval.py, with two differences: names are judged against the *role's* view (a
 table or column the role may not see counts as a bad name, as in tests/test_policy_walk.py),
 and a question without a gold query (the writes, and questions the role must not be able to
@@ -21,11 +25,14 @@ import sys
 import time
 from pathlib import Path
 
+from gridrail.models import RUNTIMES, load_model
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import describe
 from spider_eval import (
     Execution,
     Judge,
+    _answer_fields,
     _generation_fields,
     execute,
     extract_sql,
@@ -54,22 +61,24 @@ def main(argv=None) -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--out", type=Path, default=Path("ask_example.jsonl"))
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help="of load_model")
     args = parser.parse_args(argv)
 
     import torch
 
     import gridrail as gr
-    from gridrail.ask import ask
-    from gridrail.models import load_model
-    from gridrail.prompt import question_messages
+    from gridrail.ask import DEFAULT_CANDIDATES, ask, question_prompt
+    from gridrail.database import Database
+    from gridrail.prompt import ANSWER_PREFIX
     from gridrail.registry import shared_compiled_grammar
 
     torch.set_num_threads(args.threads)
     print(f"host: {describe()}", flush=True)
-    model = load_model()
+    model = load_model(runtime=args.runtime)
     grammar = gr.Grammar.bundled("sqlite")
     dialect = shared_compiled_grammar(grammar)
     db = EXAMPLES / "hr.sqlite"
+    database = Database("sqlite", str(db))
     schema = gr.Schema.from_sqlite(db)
     policy = gr.Policy.from_file(EXAMPLES / "hr_policy.toml")
     questions = json.loads(args.questions.read_text())
@@ -77,30 +86,40 @@ def main(argv=None) -> None:
     started = time.time()
     with open(args.out, "w", encoding="utf-8") as out:
         for n, q in enumerate(questions, 1):
-            guide = gr.compile(grammar, model.vocab, schema=schema, policy=policy, role=q["role"])
+            guide = gr.compile(
+                grammar, model.vocab, schema=schema, policy=policy, role=q["role"],
+                profile=gr.GenerationProfile(),
+            )  # fmt: skip
             gold = execute(db, q["gold"]) if q["gold"] else Execution(None, "no gold query")
             ordered = bool(q["gold"]) and has_top_level_order_by(q["gold"])
             judge = Judge(guide, dialect, visible_schema(guide.view), db, gold, ordered)
-            prompt = model.prompt_ids(question_messages(guide.view, q["question"]))
             row = {"kind": "question", "index": n, **q, "arms": {}}
             t = time.perf_counter()
+            prompt = question_prompt(model, guide.view, q["question"])
             free = unconstrained(model, prompt, args.max_tokens)
             free["seconds"] = time.perf_counter() - t
-            row["arms"]["unconstrained"] = {**free, **judge.score(extract_sql(free["text"]))}
+            sql = extract_sql(ANSWER_PREFIX + free["text"])  # the answer begins inside the fence
+            row["arms"]["unconstrained"] = {**free, **judge.score(sql)}
+            # `gridrail ask`'s defaults: K candidates for a role that only reads (each run
+            # read-only to choose), one generation for a role that may write
+            writes = bool(guide.view.role.statements - {"select"})
+            k = 1 if writes else DEFAULT_CANDIDATES
             t = time.perf_counter()
-            answer = ask(q["question"], guide, model, max_tokens=args.max_tokens, repair=True)
+            answer = ask(
+                q["question"], guide, model, max_tokens=args.max_tokens, candidates=k,
+                database=database, run=not writes,
+            )  # fmt: skip
             seconds = time.perf_counter() - t
-            first = answer.attempts[0]
+            first = answer.candidates[0].attempt
             row["arms"]["constrained"] = {
-                **_generation_fields([first]),
+                **_generation_fields([first], 0),
                 "seconds": first.generation.guard_seconds + first.generation.model_seconds,
                 **judge.score(first.sql),
             }
-            row["arms"]["constrained+repair"] = {
-                **_generation_fields(answer.attempts),
+            row["arms"]["constrained+candidates"] = {
+                **_answer_fields(answer),
+                "candidates": k,
                 "seconds": seconds,
-                "repaired": answer.repaired,
-                "first_violations": [v.kind for v in first.violations],
                 **judge.score(answer.sql),
             }
             out.write(json.dumps(row, default=str) + "\n")
