@@ -39,8 +39,10 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_CANDIDATE_TEMPERATURE = 0.7
-# `gridrail ask`'s K for a role that only reads (provisional: bench/RESULTS.md, issue 13 note)
-DEFAULT_CANDIDATES = 4
+# `gridrail ask`'s K for a role that only reads: of K = 1, 2, 4, 8 on Spider training questions,
+# 8 ran most answers (80% against 45-60%) at equal EX, for about 8 generations a question
+# (bench/RESULTS.md, "Candidates: K")
+DEFAULT_CANDIDATES = 8
 SAMPLE_ROWS = 0  # rows per table shown in the prompt (bench/RESULTS.md: prompt variants)
 
 
