@@ -29,6 +29,7 @@ from gridrail.archive import (
 from gridrail.audit import AuditError, AuditLog, configuration_hash, replay, verify
 from gridrail.cli import main
 from gridrail.grammar.loader import bundled_grammar_text
+from support.hr_example import hr_guide
 from support.long_tier import long_size
 from test_lexicon import HR_TABLES
 from test_walk_arm import _small_vocab
@@ -40,8 +41,6 @@ LONG_TAMPERED_LOGS = long_size(full=300, reduced=60)
 ROLLBACK_RATE = 0.05  # per step, undo 1-3 tokens
 REOPEN_RATE = 0.2  # per generation, roll back over the EOS once and go on
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
 
 @cache
 def _plain_guide() -> gr.Guide:
@@ -50,13 +49,7 @@ def _plain_guide() -> gr.Guide:
 
 @cache
 def _policy_guide() -> gr.Guide:
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        _small_vocab(),
-        schema=gr.Schema.from_tables("sqlite", HR_TABLES),
-        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
-        role="analyst",
-    )
+    return hr_guide(_small_vocab(), "analyst", schema=gr.Schema.from_tables("sqlite", HR_TABLES))
 
 
 GUIDES = {"plain": _plain_guide, "policy": _policy_guide}

@@ -210,14 +210,7 @@ def test_fast_equals_spec_on_every_prefix_small_vocabulary(role: str) -> None:
 
 @cache
 def _small_auditor() -> gr.Guide:
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        _small_vocab(),
-        schema=gr.Schema.from_tables("sqlite", HR_TABLES),
-        policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
-        role="auditor",
-        profile=STRICT,
-    )
+    return hr_guide(_small_vocab(), "auditor", STRICT, gr.Schema.from_tables("sqlite", HR_TABLES))
 
 
 def test_fast_equals_spec_on_sampled_steps_gpt2() -> None:

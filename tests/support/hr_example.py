@@ -13,13 +13,17 @@ HR_POLICY = EXAMPLES / "hr_policy.toml"
 
 
 def hr_guide(
-    vocab: gr.Vocabulary, role: str = "analyst", profile: gr.GenerationProfile | None = None
+    vocab: gr.Vocabulary,
+    role: str = "analyst",
+    profile: gr.GenerationProfile | None = None,
+    schema: gr.Schema | None = None,
 ) -> gr.Guide:
-    """The guide of `role` over the example's schema (`profile`: what `gridrail ask` adds)."""
+    """The guide of `role` over the example's schema, or `schema` (`profile`: what `gridrail
+    ask` adds)."""
     return gr.compile(
         gr.Grammar.bundled("sqlite"),
         vocab,
-        schema=gr.Schema.from_sqlite(HR_DB),
+        schema=schema or gr.Schema.from_sqlite(HR_DB),
         policy=gr.Policy.from_file(HR_POLICY),
         role=role,
         profile=profile,
