@@ -32,6 +32,8 @@ database, as `gridrail ask --execute` runs it: clean statements are executed rea
           ";" appended when it does not end with one (the bundled grammar requires the
           terminating ";", SQLite does not).
   constrained: `ask(..., repair=False)`: the greedy generation under the mask.
+  Every arm, unconstrained included, decodes with `ask`'s loop guard (`--loop-guard R`: the
+     token that would make a block of 2-32 tokens run R times in a row is not chosen; 0: off).
   repair (column "constrained+repair"): `ask(..., repair=True)`: a first generation with
      violations, or one that does not run, gets one constrained retry quoting them back, whose
      statement is final. Its first attempt *is* the constrained arm's generation (`ask` runs
@@ -563,10 +565,11 @@ def read_rows(path: Path) -> list[dict]:
 # ----------------------------------------------------------------------------------------------
 
 
-def unconstrained(model, prompt: Sequence[int], max_tokens: int) -> dict:
+def unconstrained(model, prompt: Sequence[int], max_tokens: int, loop_guard=None) -> dict:
     """Plain greedy decoding from `prompt`: argmax over every id of the model's vocabulary
-    until an EOS id or `max_tokens` tokens. Any runtime: `model.next_logits`, and the text
-    spelled with the model's vocabulary (special tokens spell nothing)."""
+    until an EOS id or `max_tokens` tokens — with `loop_guard`, never the token that repeats a
+    block (as the constrained arms). Any runtime: `model.next_logits`, and the text spelled
+    with the model's vocabulary (special tokens spell nothing)."""
     import numpy as np
 
     from gridrail.decode.logits import as_vector
@@ -574,13 +577,18 @@ def unconstrained(model, prompt: Sequence[int], max_tokens: int) -> dict:
     vocab = model.vocab
     eos = set(vocab.eos_token_ids)
     next_logits = model.next_logits(list(prompt))
+    everything = np.ones(vocab.size, dtype=bool)
     tokens: list[int] = []
     model_seconds = 0.0
     while len(tokens) < max_tokens:
         started = time.perf_counter()
-        logits = next_logits(tokens)
+        logits = as_vector(next_logits(tokens))[: vocab.size]
         model_seconds += time.perf_counter() - started
-        token = int(np.argmax(as_vector(logits)[: vocab.size]))
+        if loop_guard is not None:
+            logits = np.where(
+                loop_guard.narrow(everything, tokens[-loop_guard.window :]), logits, -np.inf
+            )
+        token = int(np.argmax(logits))
         tokens.append(token)
         if token in eos:
             break
@@ -643,6 +651,7 @@ class Evaluator:
         arms: Sequence[str] = ARMS,
         candidates: int = DEFAULT_CANDIDATES,
         full_language: bool = False,
+        loop_guard=None,
     ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
@@ -654,6 +663,7 @@ class Evaluator:
         self.exec_timeout = exec_timeout
         self.arms = tuple(arms)
         self.candidates = candidates
+        self.loop_guard = loop_guard  # every arm's, the unconstrained one's too
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
         self.profile = None if full_language else gr.GenerationProfile()
         self.grammar = gr.Grammar.bundled("sqlite")
@@ -709,13 +719,15 @@ class Evaluator:
         row["prompt_tokens"] = len(prompt)
 
         if "unconstrained" in self.arms:
-            free, seconds = _timed(partial(unconstrained, self.model, prompt, self.max_tokens))
+            free, seconds = _timed(
+                partial(unconstrained, self.model, prompt, self.max_tokens, self.loop_guard)
+            )
             sql = extract_sql(ANSWER_PREFIX + free["text"])  # the answer begins inside the fence
             arms["unconstrained"] = {**free, "seconds": seconds, **judge.score(sql)}
 
         constrained = partial(
             ask, q.question, guide, self.model, max_tokens=self.max_tokens, database=database,
-            timeout_s=self.exec_timeout,
+            timeout_s=self.exec_timeout, loop_guard=self.loop_guard,
         )  # fmt: skip
         if "constrained+repair" in self.arms:
             answer, seconds = _timed(constrained, repair=True)
@@ -779,6 +791,8 @@ def _positive(option: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from gridrail.ask import DEFAULT_LOOP_GUARD
+    from gridrail.decode.repetition import LoopGuard
     from gridrail.models import RUNTIMES, load_model
 
     parser = argparse.ArgumentParser(
@@ -803,6 +817,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="guides without a generation profile: the dialect's whole language (comments, "
         "text after the ';'), not what `gridrail ask` lets the model write",
+    )
+    parser.add_argument(
+        "--loop-guard",
+        type=int,
+        default=DEFAULT_LOOP_GUARD.repeats,
+        metavar="R",
+        help="every arm refuses the token that makes a block of tokens run R times in a row "
+        f"(default: `gridrail ask`'s {DEFAULT_LOOP_GUARD.repeats}; 0: none)",
     )
     parser.add_argument("--model", default=None, help="default: SmolLM2-135M-Instruct (GGUF)")
     parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help="of load_model")
@@ -848,6 +870,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.arms,
         args.candidates,
         args.full_language,
+        LoopGuard(args.loop_guard, DEFAULT_LOOP_GUARD.max_block) if args.loop_guard else None,
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()
@@ -867,6 +890,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "max_tokens": args.max_tokens,
                 "arms": list(args.arms),
                 "candidates": args.candidates,
+                "loop_guard": args.loop_guard,
                 "profile": "none" if evaluator.profile is None else evaluator.profile.label,
                 "left_out": dict(missing),
             }

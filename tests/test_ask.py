@@ -317,6 +317,16 @@ def test_ask_errors_are_one_line_and_a_nonzero_exit(
         assert err[-1].startswith("gridrail: error: ") and message in err[-1]
 
 
+@pytest.mark.parametrize("value", ["1", "-2", "two"])
+def test_a_loop_guard_is_off_or_at_least_two_copies(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _ask("--db", str(HR_DB), "--role", "analyst", "--loop-guard", value, "q")
+    assert exit_.value.code == 2
+    assert "--loop-guard: not 0 or a whole number of copies >= 2" in capsys.readouterr().err
+
+
 def test_a_model_that_cannot_load_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, _ = _ask(
         "--db", str(HR_DB), "--policy", str(HR_POLICY), "--role", "analyst",

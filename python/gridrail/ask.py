@@ -28,6 +28,7 @@ from gridrail.check.checker import Violation
 from gridrail.database import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, Database, QueryResult
 from gridrail.decode.logits import Sampler
 from gridrail.decode.loop import Generation, generate, seal_generation
+from gridrail.decode.repetition import LoopGuard
 from gridrail.errors import GridrailError, JudgeError, UsageError
 from gridrail.guide import Guide
 from gridrail.models import LanguageModel
@@ -44,6 +45,9 @@ DEFAULT_CANDIDATE_TEMPERATURE = 0.7
 # (bench/RESULTS.md, "Candidates: K")
 DEFAULT_CANDIDATES = 8
 SAMPLE_ROWS = 0  # rows per table shown in the prompt (bench/RESULTS.md: prompt variants)
+# the model's choice never makes a block of tokens run three times in a row (bench/RESULTS.md:
+# "Loop guard")
+DEFAULT_LOOP_GUARD = LoopGuard(repeats=3, max_block=32)
 
 
 @dataclass
@@ -121,6 +125,7 @@ def ask(
     signing_key: Ed25519PrivateKey | None = None,
     sampler: Sampler | None = None,
     candidate_temperature: float = DEFAULT_CANDIDATE_TEMPERATURE,
+    loop_guard: LoopGuard | None = DEFAULT_LOOP_GUARD,
     on_token: Callable[[int], None] | None = None,
     on_repair: Callable[[list[str]], None] | None = None,
 ) -> Answer:
@@ -133,8 +138,9 @@ def ask(
     log is sealed with its signature. `judge` (e.g. `PostgresJudge(...).judge`) judges each
     statement the checker passed; `database_judge` builds the one a database offers.
     `sampler` chooses the first candidate's tokens (default greedy); candidate k > 1 samples at
-    `candidate_temperature` with seed k - 1. `on_token` is told the token count as it grows;
-    `on_repair` the problems that triggered the retry."""
+    `candidate_temperature` with seed k - 1. `loop_guard` keeps every generation's choices
+    from repeating a block of tokens (None: the model's choice as is). `on_token` is told the
+    token count as it grows; `on_repair` the problems that triggered the retry."""
     if signing_key is not None and not audit:
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
@@ -151,8 +157,9 @@ def ask(
 
     def attempt(prompt_messages: list[dict[str, str]], chooser: Sampler) -> Candidate:
         made = _attempt(
-            guide, model, prompt_messages, max_tokens, judge, audit, signing_key, chooser, on_token
-        )
+            guide, model, prompt_messages, max_tokens, judge, audit, signing_key, chooser,
+            loop_guard, on_token,
+        )  # fmt: skip
         return _run(made, runs_on, timeout_s, max_rows)
 
     answer = Answer(question)
@@ -239,6 +246,7 @@ def _attempt(
     audit: bool,
     signing_key: Ed25519PrivateKey | None,
     sampler: Sampler,
+    loop_guard: LoopGuard | None,
     on_token: Callable[[int], None] | None,
 ) -> Attempt:
     prompt = model.prompt_ids(messages, prefix=ANSWER_PREFIX)
@@ -250,6 +258,7 @@ def _attempt(
         audit=AuditLog(signing_key=signing_key) if audit else None,
         on_token=on_token,
         seal=False,  # sealed once the choice among candidates is known
+        loop_guard=loop_guard,
     )
     violations = guide.check(generation.text)
     if not violations and judge is not None:  # the judge vouches for what the checker passed

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from gridrail.archive import ArchiveError, save_guide
-from gridrail.ask import DEFAULT_CANDIDATES, Answer, ask, database_judge
+from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_LOOP_GUARD, Answer, ask, database_judge
 from gridrail.audit import AuditError, AuditLog, SignatureError, replay, verify
 from gridrail.check.checker import Violation
 from gridrail.database import (
@@ -24,6 +24,7 @@ from gridrail.database import (
     QueryResult,
     format_table,
 )
+from gridrail.decode.repetition import LoopGuard
 from gridrail.errors import GridrailError, ParseError, PolicyError, RequestError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
@@ -332,6 +333,11 @@ class _Asker:
             max_tokens=args.max_tokens,
             repair=not args.no_repair,
             candidates=self._candidates(target),
+            loop_guard=(
+                LoopGuard(args.loop_guard, DEFAULT_LOOP_GUARD.max_block)
+                if args.loop_guard
+                else None
+            ),
             database=target.database,
             run=not target.writes,
             timeout_s=args.timeout,
@@ -557,6 +563,17 @@ class Progress:
             self._counting = False
 
 
+def _loop_repeats(text: str) -> int:
+    """An argparse type for --loop-guard: 0 (off) or a number of copies, at least 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value != 0 and value < 2:
+        raise argparse.ArgumentTypeError(f"not 0 or a whole number of copies >= 2: {text!r}")
+    return value
+
+
 def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     """An argparse type: a finite number of `kind` above zero (a limit cannot be switched off)."""
 
@@ -697,6 +714,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="generate K answers and choose the best one that runs (read-only) (default: "
         f"{DEFAULT_CANDIDATES} for a role that only reads, 1 for one that writes)",
+    )
+    q.add_argument(
+        "--loop-guard",
+        type=_loop_repeats,
+        default=DEFAULT_LOOP_GUARD.repeats,
+        metavar="R",
+        help="never choose the token that makes a block of tokens run R times in a row "
+        f"(default: {DEFAULT_LOOP_GUARD.repeats}; 0: the model's choice as is)",
     )
     q.add_argument(
         "--judge-role",

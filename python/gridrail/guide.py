@@ -340,6 +340,10 @@ class Matcher:
     def accepted_tokens(self) -> list[int]:
         return list(self._tokens)
 
+    def recent_tokens(self, n: int) -> list[int]:
+        """The last `n` accepted tokens (fewer when fewer were accepted)."""
+        return self._tokens[-n:] if n > 0 else []
+
     @property
     def configuration(self) -> Configuration:
         return self._history[-1]

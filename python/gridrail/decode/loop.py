@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from gridrail.audit import AuditLog
 from gridrail.decode.logits import Sampler, allowed_array, as_vector
+from gridrail.decode.repetition import LoopGuard
 from gridrail.guide import Guide, Matcher
 
 NextLogits = Callable[[Sequence[int]], object]
@@ -48,13 +49,15 @@ def generate(
     audit: AuditLog | None = None,
     on_token: Callable[[int], None] | None = None,
     seal: bool = True,
+    loop_guard: LoopGuard | None = None,
 ) -> Generation:
     """Decode one statement of `guide`'s language with at most `max_tokens` tokens (EOS
     included). With `audit`, every step is recorded and the log is sealed with the stop reason,
     the guide's artifact fingerprints and the mode flags — unless `seal` is false: a caller that
     knows more about the generation (why it was chosen among candidates) then seals it with
     `seal_generation`. `on_token(n)` is told the number of tokens so far after each step
-    (progress display)."""
+    (progress display). With `loop_guard`, the model's choice never repeats a block of tokens
+    that many times in a row (`decode.repetition`; the mask is unchanged)."""
     sampler = sampler or Sampler()
     matcher = guide.matcher(max_tokens=max_tokens, audit=audit)
     result = Generation([], "", "eos", audit=audit)
@@ -78,6 +81,8 @@ def generate(
                     f"the model gave {len(logits)} logits for a vocabulary of "
                     f"{guide.vocab.size} tokens: is the guide compiled for this model's vocabulary?"
                 )
+            if loop_guard is not None:
+                allowed = loop_guard.narrow(allowed, matcher.recent_tokens(loop_guard.window))
             token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
             if matcher.accept_tokens([token]):
                 _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
@@ -88,7 +93,12 @@ def generate(
     result.guard_seconds = clock() - started - result.model_seconds
     result.tokens = matcher.accepted_tokens()
     result.text = text_of(guide, result.tokens)
-    result.mode = {"mode": "grid-loop", "max_tokens": max_tokens, "sampling": sampler.description}
+    result.mode = {
+        "mode": "grid-loop",
+        "max_tokens": max_tokens,
+        "sampling": sampler.description,
+        "loop_guard": loop_guard.description if loop_guard else None,
+    }
     if seal:
         seal_generation(guide, result)
     return result
