@@ -33,7 +33,9 @@ database, as `gridrail ask --execute` runs it: clean statements are executed rea
           terminating ";", SQLite does not).
   constrained: `ask(..., repair=False)`: the greedy generation under the mask.
   Every arm, unconstrained included, decodes with `ask`'s loop guard (`--loop-guard R`: the
-     token that would make a block of 2-32 tokens run R times in a row is not chosen; 0: off).
+     token that would make a block of 3-32 keys run R times in a row (default 2), or nest
+     parentheses past depth 4, is not chosen; 0: off), and from the same prompt: `ask`'s, over the
+     `--prompt-tables K` tables the question links to (`gridrail.linking`; 0: every table).
   repair (column "constrained+repair"): `ask(..., repair=True)`: a first generation with
      violations, or one that does not run, gets one constrained retry quoting them back, whose
      statement is final. Its first attempt *is* the constrained arm's generation (`ask` runs
@@ -109,7 +111,7 @@ import traceback
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -578,18 +580,19 @@ def unconstrained(model, prompt: Sequence[int], max_tokens: int, loop_guard=None
     eos = set(vocab.eos_token_ids)
     next_logits = model.next_logits(list(prompt))
     everything = np.ones(vocab.size, dtype=bool)
+    followed = loop_guard.follow(vocab) if loop_guard is not None else None
     tokens: list[int] = []
     model_seconds = 0.0
     while len(tokens) < max_tokens:
         started = time.perf_counter()
         logits = as_vector(next_logits(tokens))[: vocab.size]
         model_seconds += time.perf_counter() - started
-        if loop_guard is not None:
-            logits = np.where(
-                loop_guard.narrow(everything, tokens[-loop_guard.window :]), logits, -np.inf
-            )
+        if followed is not None:
+            logits = np.where(followed.narrow(everything), logits, -np.inf)
         token = int(np.argmax(logits))
         tokens.append(token)
+        if followed is not None:
+            followed.feed([token])
         if token in eos:
             break
     stopped = bool(tokens) and tokens[-1] in eos
@@ -652,6 +655,7 @@ class Evaluator:
         candidates: int = DEFAULT_CANDIDATES,
         full_language: bool = False,
         loop_guard=None,
+        prompt_tables: int | None = None,
     ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
@@ -664,6 +668,7 @@ class Evaluator:
         self.arms = tuple(arms)
         self.candidates = candidates
         self.loop_guard = loop_guard  # every arm's, the unconstrained one's too
+        self.prompt_tables = prompt_tables  # None: every table in the prompt
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
         self.profile = None if full_language else gr.GenerationProfile()
         self.grammar = gr.Grammar.bundled("sqlite")
@@ -715,7 +720,7 @@ class Evaluator:
         arms = row["arms"]
         # the prompt `ask` builds when given the database (its sample rows included)
         samples = sample_rows(database, guide.view, SAMPLE_ROWS)
-        prompt = question_prompt(self.model, guide.view, q.question, samples)
+        prompt = question_prompt(self.model, guide.view, q.question, samples, self.prompt_tables)
         row["prompt_tokens"] = len(prompt)
 
         if "unconstrained" in self.arms:
@@ -728,6 +733,7 @@ class Evaluator:
         constrained = partial(
             ask, q.question, guide, self.model, max_tokens=self.max_tokens, database=database,
             timeout_s=self.exec_timeout, loop_guard=self.loop_guard,
+            prompt_tables=self.prompt_tables,
         )  # fmt: skip
         if "constrained+repair" in self.arms:
             answer, seconds = _timed(constrained, repair=True)
@@ -791,8 +797,7 @@ def _positive(option: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from gridrail.ask import DEFAULT_LOOP_GUARD
-    from gridrail.decode.repetition import LoopGuard
+    from gridrail.ask import DEFAULT_LOOP_GUARD, DEFAULT_PROMPT_TABLES
     from gridrail.models import RUNTIMES, load_model
 
     parser = argparse.ArgumentParser(
@@ -825,6 +830,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="R",
         help="every arm refuses the token that makes a block of tokens run R times in a row "
         f"(default: `gridrail ask`'s {DEFAULT_LOOP_GUARD.repeats}; 0: none)",
+    )
+    parser.add_argument(
+        "--prompt-tables",
+        type=int,
+        default=DEFAULT_PROMPT_TABLES,
+        metavar="K",
+        help="every arm's prompt shows the K tables the question links to (default: `gridrail "
+        f"ask`'s {DEFAULT_PROMPT_TABLES}; 0: every table)",
     )
     parser.add_argument("--model", default=None, help="default: SmolLM2-135M-Instruct (GGUF)")
     parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help="of load_model")
@@ -870,7 +883,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.arms,
         args.candidates,
         args.full_language,
-        LoopGuard(args.loop_guard, DEFAULT_LOOP_GUARD.max_block) if args.loop_guard else None,
+        replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None,
+        args.prompt_tables or None,
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()
@@ -891,6 +905,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "arms": list(args.arms),
                 "candidates": args.candidates,
                 "loop_guard": args.loop_guard,
+                "prompt_tables": args.prompt_tables,
                 "profile": "none" if evaluator.profile is None else evaluator.profile.label,
                 "left_out": dict(missing),
             }

@@ -15,14 +15,15 @@ import gridrail as gr
 from gridrail.decode import generate
 from gridrail.decode.logits import allowed_array
 from gridrail.decode.repetition import LoopGuard
+from gridrail.vocab.vocabulary import ByteCompletenessWarning
 from support.hr_example import hr_guide
 from test_walk_arm import _small_vocab
 
 
 def _ends_in_loop(tokens: list[int], guard: LoopGuard) -> bool:
-    """The specification, by brute force: `tokens` ends with `repeats` copies of a block of 2
-    to `max_block` tokens holding two distinct tokens."""
-    for block in range(2, guard.max_block + 1):
+    """The specification, by brute force: `tokens` (keys) ends with `repeats` copies of a block
+    of `min_block` to `max_block` keys holding two distinct keys."""
+    for block in range(guard.min_block, guard.max_block + 1):
         size = guard.repeats * block
         if size > len(tokens):
             break
@@ -33,7 +34,9 @@ def _ends_in_loop(tokens: list[int], guard: LoopGuard) -> bool:
 
 
 tails = st.lists(st.integers(0, 3), max_size=40)  # few distinct tokens: loops are common
-guards = st.builds(LoopGuard, st.integers(2, 4), st.integers(2, 8))
+guards = st.integers(2, 4).flatmap(
+    lambda low: st.builds(LoopGuard, st.integers(2, 4), st.just(low), st.integers(low, 8))
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -44,36 +47,82 @@ def test_refused_is_exactly_the_tokens_that_close_a_loop(tail, guard):
         assert (token in refused) == _ends_in_loop([*tail, token], guard), (tail, token)
 
 
+SPELLINGS = [b"a", b"b", b"A", b" a", b"(", b")", b"((", b"'", b"'(", b" ", b"\n  ", b"x("]
+with pytest.warns(ByteCompletenessWarning):  # a guard needs no completeness
+    VOCAB = gr.Vocabulary([*SPELLINGS, None], eos_token_ids=len(SPELLINGS))
+ID = {spelled: i for i, spelled in enumerate(SPELLINGS)}
+
+
+def _followed(guard: LoopGuard, *spelled: bytes):
+    out = guard.follow(VOCAB)
+    out.feed(ID[s] for s in spelled)
+    return out
+
+
+def _refused(out, allowed: np.ndarray | None = None) -> set[bytes]:
+    allowed = np.ones(VOCAB.size, dtype=bool) if allowed is None else allowed
+    narrowed = out.narrow(allowed)
+    return {SPELLINGS[i] for i in np.flatnonzero(allowed & ~narrowed) if i < len(SPELLINGS)}
+
+
+def test_blocks_are_compared_as_sql_reads_them():
+    guard = LoopGuard(repeats=3, min_block=2, max_depth=None)
+    # "a b a b a" with case and layout varied: the next "b" closes the third copy
+    out = _followed(guard, b"a", b"b", b" ", b"A", b"b", b"\n  ", b" a")
+    assert _refused(out) == {b"b"}
+    assert _refused(_followed(guard, b"a", b"b", b"a", b"b")) == set()  # two copies only
+
+
+def test_parentheses_past_the_depth_are_refused_outside_quotes():
+    guard = LoopGuard(max_depth=2)
+    assert _refused(_followed(guard, b"(")) == {b"(("}  # depth 1: one more, not two
+    deep = _followed(guard, b"x(", b"(")
+    assert _refused(deep) == {b"(", b"((", b"x("}  # "'(" opens a string, not a parenthesis
+    assert _refused(_followed(guard, b"x(", b"(", b")")) == {b"(("}
+    assert _refused(_followed(guard, b"x(", b"(", b"'")) == set()  # inside a string: text
+
+
+def test_the_narrowed_choice_is_never_empty():
+    guard = LoopGuard(max_depth=1)
+    out = _followed(guard, b"(")
+    only_openers = np.zeros(VOCAB.size, dtype=bool)
+    only_openers[[ID[b"("], ID[b"(("]]] = True
+    assert out.narrow(only_openers).tolist() == only_openers.tolist()
+    assert _refused(out) == {b"(", b"((", b"x("}
+
+
 @settings(max_examples=200, deadline=None)
-@given(tails, guards, st.lists(st.booleans(), min_size=5, max_size=5))
-def test_narrow_only_removes_and_never_empties(tail, guard, bits):
+@given(
+    st.lists(st.sampled_from(SPELLINGS), max_size=30),
+    st.lists(st.booleans(), min_size=13, max_size=13),
+)
+def test_narrow_only_removes(spelled, bits):
+    out = _followed(LoopGuard(repeats=2, min_block=2, max_depth=2), *spelled)
     allowed = np.array(bits, dtype=bool)
-    narrowed = guard.narrow(allowed, tail)
+    narrowed = out.narrow(allowed)
     assert not (narrowed & ~allowed).any()
-    if allowed.any():
-        assert narrowed.any()
-    refused = guard.refused(tail)
-    if (allowed & ~np.isin(np.arange(5), list(refused))).any():
-        assert not any(narrowed[t] for t in refused if t < 5)
+    assert narrowed.any() == allowed.any()
 
 
 def test_a_run_of_one_token_is_never_refused():
-    guard = LoopGuard()
+    guard = LoopGuard(repeats=3, min_block=2)
     assert guard.refused([7] * 100) == set()
     assert guard.refused([1, 2] * 2 + [1]) == {2}  # the third copy of (1, 2)
     assert guard.refused([1, 2] * 2) == set()  # two copies are allowed
 
 
 def test_the_check_reads_a_bounded_window():
-    guard = LoopGuard(repeats=3, max_block=4)
+    guard = LoopGuard(repeats=3, min_block=2, max_block=4)
     prefix = list(range(100, 400))  # no repetition at all
     assert guard.refused([*prefix, 1, 2, 1, 2, 1]) == guard.refused([1, 2, 1, 2, 1]) == {2}
 
 
-@pytest.mark.parametrize("repeats, block", [(1, 8), (3, 1)])
-def test_bad_parameters_are_refused(repeats, block):
+@pytest.mark.parametrize(
+    "repeats, low, high, depth", [(1, 3, 8, None), (3, 1, 8, None), (3, 5, 4, None), (3, 3, 8, 0)]
+)
+def test_bad_parameters_are_refused(repeats, low, high, depth):
     with pytest.raises(ValueError):
-        LoopGuard(repeats, block)
+        LoopGuard(repeats, low, high, depth)
 
 
 @cache
@@ -112,7 +161,31 @@ def test_without_the_guard_the_parrot_loops():
     assert any(_ends_in_loop(result.tokens[:n], LoopGuard()) for n in range(len(result.tokens)))
 
 
-def test_with_the_guard_no_chosen_token_closes_a_loop():
+def _key(spelled: bytes | None) -> bytes:
+    return b"".join((spelled or b"").lower().split())
+
+
+def _runs_away(vocab: gr.Vocabulary, prefix: list[int], token: int, guard: LoopGuard) -> bool:
+    """The specification of a refusal, over the whole text: `token` closes the `repeats`-th
+    copy of a block of keys, or takes the parentheses outside quotes past `max_depth`."""
+    keys = [_key(vocab.token_bytes(t)) for t in [*prefix, token]]
+    if keys[-1] and _ends_in_loop([k for k in keys if k], guard):
+        return True
+    depth, quote, deepest = 0, None, 0
+    for i, t in enumerate([*prefix, token]):
+        for byte in vocab.token_bytes(t) or b"":
+            if quote is not None:
+                quote = None if byte == quote else quote
+            elif byte in b"'\"`[":
+                quote = ord("]") if byte == ord("[") else byte
+            else:
+                depth = max(0, depth + (byte == ord("(")) - (byte == ord(")")))
+                if i == len(prefix):
+                    deepest = max(deepest, depth)
+    return guard.max_depth is not None and deepest > guard.max_depth
+
+
+def test_with_the_guard_no_chosen_token_runs_away():
     guard = LoopGuard()
     parrot, result = _run(guard)
     guide = _guide()
@@ -122,12 +195,12 @@ def test_with_the_guard_no_chosen_token_closes_a_loop():
         chosen = result.tokens[len(prefix)]
         m = guide.matcher()
         assert m.accept_tokens(prefix)
-        allowed = allowed_array(m.allowed())
-        others = allowed.copy()
-        others[list(guard.refused(prefix))] = False
-        if others.any():  # a refusal happens only where another allowed token exists
-            assert not _ends_in_loop([*prefix, chosen], guard), guide.vocab.token_bytes(chosen)
+        allowed = np.flatnonzero(allowed_array(m.allowed()))
+        if any(not _runs_away(guide.vocab, prefix, t, guard) for t in allowed):
+            assert not _runs_away(guide.vocab, prefix, chosen, guard), guide.vocab.token_bytes(
+                chosen
+            )
             checked += 1
-    assert checked == len(parrot.prefixes) > 3
+    assert checked > 3
     m = guide.matcher()  # still a sentence of the language: the guard only narrowed choices
     assert m.accept_tokens(result.tokens) and m.is_terminated()

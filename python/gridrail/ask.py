@@ -31,6 +31,7 @@ from gridrail.decode.loop import Generation, generate, seal_generation
 from gridrail.decode.repetition import LoopGuard
 from gridrail.errors import GridrailError, JudgeError, UsageError
 from gridrail.guide import Guide
+from gridrail.linking import link_tables
 from gridrail.models import LanguageModel
 from gridrail.policy.view import SchemaView
 from gridrail.prompt import ANSWER_PREFIX, Samples, question_messages, repair_messages
@@ -45,9 +46,13 @@ DEFAULT_CANDIDATE_TEMPERATURE = 0.7
 # (bench/RESULTS.md, "Candidates: K")
 DEFAULT_CANDIDATES = 8
 SAMPLE_ROWS = 0  # rows per table shown in the prompt (bench/RESULTS.md: prompt variants)
-# the model's choice never makes a block of tokens run three times in a row (bench/RESULTS.md:
-# "Loop guard")
-DEFAULT_LOOP_GUARD = LoopGuard(repeats=3, max_block=32)
+# the prompt shows at most this many tables, those the question is most about (schema
+# linking; bench/RESULTS.md: "Schema linking")
+DEFAULT_PROMPT_TABLES = 8
+# the model's choice never writes a block of 3-32 keys twice in a row (none of the 7,000 Spider
+# training gold queries but 6 does) nor nests parentheses past depth 4 (none does past 3)
+# (bench/RESULTS.md: "Loop guard")
+DEFAULT_LOOP_GUARD = LoopGuard(repeats=2, min_block=3, max_block=32, max_depth=4)
 
 
 @dataclass
@@ -126,6 +131,7 @@ def ask(
     sampler: Sampler | None = None,
     candidate_temperature: float = DEFAULT_CANDIDATE_TEMPERATURE,
     loop_guard: LoopGuard | None = DEFAULT_LOOP_GUARD,
+    prompt_tables: int | None = DEFAULT_PROMPT_TABLES,
     on_token: Callable[[int], None] | None = None,
     on_repair: Callable[[list[str]], None] | None = None,
 ) -> Answer:
@@ -139,7 +145,9 @@ def ask(
     statement the checker passed; `database_judge` builds the one a database offers.
     `sampler` chooses the first candidate's tokens (default greedy); candidate k > 1 samples at
     `candidate_temperature` with seed k - 1. `loop_guard` keeps every generation's choices
-    from repeating a block of tokens (None: the model's choice as is). `on_token` is told the
+    from repeating a block of tokens (None: the model's choice as is). The prompt shows at most
+    `prompt_tables` of the visible tables (None: all), those `link_tables` finds the question
+    most about (the mask still allows every name the role may see). `on_token` is told the
     token count as it grows; `on_repair` the problems that triggered the retry."""
     if signing_key is not None and not audit:
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
@@ -153,7 +161,8 @@ def ask(
     if model.vocab != guide.vocab:
         raise ValueError("the guide was compiled for another vocabulary than the model's")
     samples = sample_rows(database, guide.view, SAMPLE_ROWS) if database else None
-    messages = question_messages(guide.view, question, samples)
+    shown = link_tables(guide.view, question, prompt_tables) if prompt_tables else None
+    messages = question_messages(guide.view, question, samples, shown)
 
     def attempt(prompt_messages: list[dict[str, str]], chooser: Sampler) -> Candidate:
         made = _attempt(
@@ -182,11 +191,18 @@ def ask(
 
 
 def question_prompt(
-    model: LanguageModel, view: SchemaView, question: str, samples: Samples | None = None
+    model: LanguageModel,
+    view: SchemaView,
+    question: str,
+    samples: Samples | None = None,
+    prompt_tables: int | None = DEFAULT_PROMPT_TABLES,
 ) -> list[int]:
-    """The prompt token ids `ask` starts from: the question's chat, the assistant's turn opened
-    with the SQL fence. An unconstrained baseline must start from exactly this prompt."""
-    return model.prompt_ids(question_messages(view, question, samples), prefix=ANSWER_PREFIX)
+    """The prompt token ids `ask` starts from: the question's chat over the tables it links to,
+    the assistant's turn opened with the SQL fence. An unconstrained baseline must start from
+    exactly this prompt."""
+    shown = link_tables(view, question, prompt_tables) if prompt_tables else None
+    messages = question_messages(view, question, samples, shown)
+    return model.prompt_ids(messages, prefix=ANSWER_PREFIX)
 
 
 def sample_rows(database: Database, view: SchemaView, rows: int) -> Samples:

@@ -9,11 +9,19 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from gridrail.archive import ArchiveError, save_guide
-from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_LOOP_GUARD, Answer, ask, database_judge
+from gridrail.ask import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_LOOP_GUARD,
+    DEFAULT_PROMPT_TABLES,
+    Answer,
+    ask,
+    database_judge,
+)
 from gridrail.audit import AuditError, AuditLog, SignatureError, replay, verify
 from gridrail.check.checker import Violation
 from gridrail.database import (
@@ -24,7 +32,6 @@ from gridrail.database import (
     QueryResult,
     format_table,
 )
-from gridrail.decode.repetition import LoopGuard
 from gridrail.errors import GridrailError, ParseError, PolicyError, RequestError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
@@ -334,10 +341,9 @@ class _Asker:
             repair=not args.no_repair,
             candidates=self._candidates(target),
             loop_guard=(
-                LoopGuard(args.loop_guard, DEFAULT_LOOP_GUARD.max_block)
-                if args.loop_guard
-                else None
+                replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None
             ),
+            prompt_tables=args.prompt_tables or None,
             database=target.database,
             run=not target.writes,
             timeout_s=args.timeout,
@@ -563,6 +569,17 @@ class Progress:
             self._counting = False
 
 
+def _at_least_zero(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
+    return value
+
+
 def _loop_repeats(text: str) -> int:
     """An argparse type for --loop-guard: 0 (off) or a number of copies, at least 2."""
     try:
@@ -720,8 +737,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=_loop_repeats,
         default=DEFAULT_LOOP_GUARD.repeats,
         metavar="R",
-        help="never choose the token that makes a block of tokens run R times in a row "
-        f"(default: {DEFAULT_LOOP_GUARD.repeats}; 0: the model's choice as is)",
+        help="never choose the token that makes a block of tokens run R times in a row or "
+        f"nests parentheses past depth {DEFAULT_LOOP_GUARD.max_depth} (default: "
+        f"{DEFAULT_LOOP_GUARD.repeats}; 0: the model's choice as is)",
+    )
+    q.add_argument(
+        "--prompt-tables",
+        type=_at_least_zero,
+        default=DEFAULT_PROMPT_TABLES,
+        metavar="K",
+        help="show the model the K visible tables the question is most about (the mask still "
+        f"allows every table the role sees) (default: {DEFAULT_PROMPT_TABLES}; 0: all of them)",
     )
     q.add_argument(
         "--judge-role",

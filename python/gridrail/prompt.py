@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 
 ANSWER_PREFIX = "```sql\n"
@@ -22,12 +23,14 @@ Samples = Mapping[str, Sequence[tuple]]
 """Per visible table (catalog name), a few of its rows over its visible columns, in order."""
 
 
-def schema_text(view: SchemaView, samples: Samples | None = None) -> str:
-    """The visible tables as CREATE TABLE statements with their visible columns, each followed
-    by its sample rows when `samples` has some."""
+def schema_text(
+    view: SchemaView, samples: Samples | None = None, tables: Sequence[Table] | None = None
+) -> str:
+    """The visible tables (or those of them in `tables`) as CREATE TABLE statements with their
+    visible columns, each followed by its sample rows when `samples` has some."""
     rules = view.schema.rules
     lines = []
-    for table in view.tables:
+    for table in view.tables if tables is None else tables:
         visible = view.columns(table)
         columns = ", ".join(
             f"{_name(c.name, rules.bare_may_denote)} {c.type}".rstrip() for c in visible
@@ -43,15 +46,19 @@ def schema_text(view: SchemaView, samples: Samples | None = None) -> str:
 
 
 def question_messages(
-    view: SchemaView, question: str, samples: Samples | None = None
+    view: SchemaView,
+    question: str,
+    samples: Samples | None = None,
+    tables: Sequence[Table] | None = None,
 ) -> list[dict[str, str]]:
-    """System and user messages asking for one statement that answers `question`."""
+    """System and user messages asking for one statement that answers `question`, showing the
+    visible tables (those of `tables`, when given: `linking.link_tables`)."""
     dialect = _DIALECT_NAMES.get(view.schema.dialect, view.schema.dialect)
     kinds = sorted(view.role.statements) if view.role is not None else ["any"]
     system = (
         f"You write {dialect} SQL. Answer with exactly one SQL statement and nothing else.\n"
         f"Statements you may write: {', '.join(k.upper() for k in kinds)}.\n"
-        f"The database:\n{schema_text(view, samples)}"
+        f"The database:\n{schema_text(view, samples, tables)}"
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 

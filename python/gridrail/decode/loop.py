@@ -56,14 +56,20 @@ def generate(
     the guide's artifact fingerprints and the mode flags — unless `seal` is false: a caller that
     knows more about the generation (why it was chosen among candidates) then seals it with
     `seal_generation`. `on_token(n)` is told the number of tokens so far after each step
-    (progress display). With `loop_guard`, the model's choice never repeats a block of tokens
-    that many times in a row (`decode.repetition`; the mask is unchanged)."""
+    (progress display). With `loop_guard`, the model's choice never repeats a block that many
+    times in a row nor nests parentheses past its depth (`decode.repetition`; the mask is
+    unchanged)."""
     sampler = sampler or Sampler()
     matcher = guide.matcher(max_tokens=max_tokens, audit=audit)
+    followed = loop_guard.follow(guide.vocab) if loop_guard is not None else None
+    fed = 0  # tokens `followed` has seen
     result = Generation([], "", "eos", audit=audit)
     clock = time.perf_counter
     started = clock()
     while not matcher.is_terminated():
+        if followed is not None:  # what the last step accepted
+            followed.feed(matcher.recent_tokens(matcher.num_accepted - fed))
+            fed = matcher.num_accepted
         allowed = allowed_array(matcher.allowed())
         forced = matcher.forced_tokens() if allowed.sum() == 1 else []
         if forced:
@@ -81,8 +87,8 @@ def generate(
                     f"the model gave {len(logits)} logits for a vocabulary of "
                     f"{guide.vocab.size} tokens: is the guide compiled for this model's vocabulary?"
                 )
-            if loop_guard is not None:
-                allowed = loop_guard.narrow(allowed, matcher.recent_tokens(loop_guard.window))
+            if followed is not None:
+                allowed = followed.narrow(allowed)
             token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
             if matcher.accept_tokens([token]):
                 _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
