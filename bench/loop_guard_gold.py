@@ -10,7 +10,6 @@ of any n-gram of keys anywhere in the output (as `no_repeat_ngram_size` samplers
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -26,7 +25,7 @@ from gridrail.ask import DEFAULT_LOOP_GUARD
 from gridrail.decode.repetition import LoopGuard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from host import describe
+from host import provenance, report_parser
 from spider_eval import assets_root, load_questions
 
 
@@ -55,11 +54,7 @@ def ngram_refuses(vocab: gr.Vocabulary, ids: list[int], n: int, repeats: int) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--json", action="store_true", help="the counts as one JSON object")
-    args = parser.parse_args()
+    args = report_parser(__doc__).parse_args()
     started = time.perf_counter()
     tokenizer_file = assets_root() / "tokenizers" / "gpt2" / "tokenizer.json"
     vocab = gr.Vocabulary.from_file(tokenizer_file)
@@ -78,11 +73,8 @@ def main() -> None:
     for n in (3, 4, 5, 6):
         refused[f"any {n}-gram 3 times"] = sum(ngram_refuses(vocab, ids, n, 3) for ids in encoded)
     result = {
-        "command": "python bench/loop_guard_gold.py",
-        "host": describe(),
-        "date": time.strftime("%Y-%m-%d"),
+        **provenance(started),
         "queries": len(queries),
-        "seconds": round(time.perf_counter() - started, 1),
         "refused": refused,
     }
     if args.json:

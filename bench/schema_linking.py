@@ -17,7 +17,6 @@ questions whose database has more than k tables (where linking changes the promp
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -33,7 +32,7 @@ from gridrail.policy.view import SchemaView
 from gridrail.registry import shared_compiled_grammar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from host import describe
+from host import provenance, report_parser
 from spider_eval import assets_root, database_path, load_questions
 
 KS = (1, 2, 3, 4, 5, 6, 8, 12, 16)
@@ -64,11 +63,7 @@ def gold_tables(dialect, schema: Schema, sql: str) -> set[str] | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--json", action="store_true", help="the counts as one JSON object")
-    args = parser.parse_args()
+    args = report_parser(__doc__).parse_args()
     started = time.perf_counter()
     spider = assets_root() / "data" / "spider"
     dialect = shared_compiled_grammar(gr.Grammar.bundled("sqlite"))
@@ -110,14 +105,11 @@ def main() -> None:
             big[k] += wanted <= {t.name for t in merged_index.link(q.question, k)}
     n = len(questions)
     result = {
-        "command": "python bench/schema_linking.py",
-        "host": describe(),
-        "date": time.strftime("%Y-%m-%d"),
+        **provenance(started),
         "questions": n,
         "skipped": dict(skipped),
         "databases": len(schemas),
         "merged_tables": len(merged.tables),
-        "seconds": round(time.perf_counter() - started, 1),
         "own_covered": {k: round(100 * own[k] / n, 1) for k in KS},
         "own_database_larger_than_k": {k: round(100 * own_linked[k] / n, 1) for k in KS},
         "merged_covered": {k: round(100 * big[k] / n, 1) for k in KS},

@@ -14,6 +14,10 @@ whose result more candidates agree on). When no candidate is clean — or none r
 constrained retry quotes the violations (or the database's error) back to the model; whatever
 it produces is checked again and reported, never silently passed on. Every candidate's audit
 log is sealed with why it was or was not chosen.
+
+Two choices narrow what the model sees or picks, never what the mask allows: the prompt shows
+the tables the question is most about (`linking`), and the loop guard keeps the model from
+writing a block twice in a row or nesting past depth 4 (`decode.repetition`).
 """
 
 from __future__ import annotations

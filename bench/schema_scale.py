@@ -1,0 +1,155 @@
+"""Schema scale: `python bench/schema_scale.py [--sizes 10x10,50x20,...] [--json]`.
+
+For each size T x C, a SQLite catalog of T tables, each of C - 1 TEXT columns plus an INTEGER
+`id`, with generated names (`acct_price_7`, tables `<word>_<word>_<n>`), is written to a
+temporary file; then, in a fresh Python process per size (so peak RSS is that size's alone):
+
+  * introspection: `Schema.from_sqlite` on the file;
+  * compile: `gridrail.compile` of the bundled sqlite grammar for gpt2's vocabulary under a
+    select-only role over the schema (the dialect's own compiled grammar, its trie and the
+    vocabulary built before the clock starts: this is the cost of a *new schema* for an
+    existing dialect and role);
+  * first mask: `guide.matcher().allowed()` at the start and after `SELECT ` (a column position:
+    the identifier lexicons in play);
+  * peak RSS of the process (`ru_maxrss`).
+
+A size that fails reports the error's class and its message's length in characters (issue 14:
+errors stay short). The targets of issue 14 item 3: compile <= 50 ms at 1,000 x 20 and <= 1 s
+at 10,000 x 20, first mask <= 10 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SIZES = "10x10,50x20,100x20,200x20,1000x20,10000x20"
+# fmt: off
+WORDS = (
+    "acct", "price", "order", "item", "cust", "ship", "rate", "plan", "unit", "cost", "stock",
+    "part", "vendor", "region", "branch", "ledger", "note", "code", "status", "level", "batch",
+    "grade", "score", "term", "zone",
+)
+# fmt: on
+POLICY = '[roles.reader]\nstatements = ["select"]\n'
+
+
+def write_catalog(path: Path, tables: int, columns: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    with sqlite3.connect(path) as db:
+        for t in range(tables):
+            name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{t}"
+            cols = ", ".join(
+                f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{c} TEXT" for c in range(columns - 1)
+            )
+            db.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, {cols})")
+
+
+def measure(db_path: str, tokenizer: str) -> dict:
+    """One size, in this process (the child)."""
+    import gridrail as gr
+    from gridrail.registry import shared_compiled_grammar, shared_trie
+
+    grammar = gr.Grammar.bundled("sqlite")
+    vocab = gr.Vocabulary.from_file(tokenizer)
+    shared_compiled_grammar(grammar)
+    shared_trie(vocab)
+    policy = gr.Policy.from_text(POLICY)
+    out: dict = {}
+    started = time.perf_counter()
+    schema = gr.Schema.from_sqlite(db_path)
+    out["introspect_s"] = time.perf_counter() - started
+    out["columns"] = sum(len(t.columns) for t in schema.tables)
+    try:
+        started = time.perf_counter()
+        guide = gr.compile(grammar, vocab, schema=schema, policy=policy, role="reader")
+        out["compile_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        matcher = guide.matcher()
+        matcher.allowed()
+        out["first_mask_s"] = time.perf_counter() - started
+        select = [t for t in range(vocab.size) if vocab.token_bytes(t) == b"SELECT"]
+        if select and matcher.accept_tokens(select[:1]):
+            space = [t for t in range(vocab.size) if vocab.token_bytes(t) == b" "]
+            started = time.perf_counter()
+            if space and matcher.accept_tokens(space[:1]):
+                matcher.allowed()
+                out["column_mask_s"] = time.perf_counter() - started
+    except Exception as exc:  # reported as the size's result: the error a user would see
+        out["error"] = f"{type(exc).__name__}"
+        out["error_chars"] = len(str(exc))
+        out["error_head"] = str(exc)[:160]
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def main() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from host import provenance, report_parser
+
+    parser = report_parser(__doc__)
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"default: {DEFAULT_SIZES}")
+    parser.add_argument("--child", nargs=2, metavar=("DB", "TOKENIZER"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(*args.child)))
+        return
+    from spider_eval import assets_root
+
+    tokenizer = str(assets_root() / "tokenizers" / "gpt2" / "tokenizer.json")
+    started = time.perf_counter()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes.split(","):
+            tables, columns = (int(x) for x in size.split("x"))
+            path = Path(tmp) / f"{size}.sqlite"
+            write_catalog(path, tables, columns)
+            child = subprocess.run(
+                [sys.executable, __file__, "--child", str(path), tokenizer],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if child.returncode != 0:
+                result = {"error": "crashed", "error_head": child.stderr.strip()[-300:]}
+            else:
+                result = json.loads(child.stdout.strip().splitlines()[-1])
+            rows.append({"size": size, **result})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    report = {
+        **provenance(started),
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    print(f"{report['host']}, {report['date']}")
+    print(
+        "| tables x columns | introspect | compile (role + lexicons) | first mask "
+        "| after `SELECT ` | peak RSS | error |"
+    )
+    print("|---|---|---|---|---|---|---|")
+
+    def ms(row, key):
+        return f"{row[key] * 1000:.0f} ms" if key in row else "—"
+
+    for r in rows:
+        error = f"{r['error']} ({r.get('error_chars', '?')} chars)" if "error" in r else ""
+        rss = f"{r['peak_rss_mb']:.0f} MB" if "peak_rss_mb" in r else "—"
+        print(
+            f"| {r['size']} | {ms(r, 'introspect_s')} | {ms(r, 'compile_s')} | "
+            f"{ms(r, 'first_mask_s')} | {ms(r, 'column_mask_s')} | {rss} | {error} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
