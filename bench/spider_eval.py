@@ -839,6 +839,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="every arm's prompt shows the K tables the question links to (default: `gridrail "
         f"ask`'s {DEFAULT_PROMPT_TABLES}; 0: every table)",
     )
+    parser.add_argument(
+        "--larger-than",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the sample's questions whose database has more than N tables (those whose "
+        "prompt --prompt-tables N narrows; the others' prompts, and so greedy answers, are "
+        "the same as with every table shown)",
+    )
     parser.add_argument("--model", default=None, help="default: SmolLM2-135M-Instruct (GGUF)")
     parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help="of load_model")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (transformers)")
@@ -858,6 +867,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     sample, missing = sample_questions(
         questions, args.sample, args.seed, lambda db: database_path(spider, db).is_file()
     )
+    if args.larger_than:  # the sample's questions whose prompt schema linking narrows
+        sample = [q for q in sample if _table_count(spider, q.db_id) > args.larger_than]
     done: list[dict] = read_rows(args.out) if args.resume and args.out.exists() else []
     finished = {r["index"] for r in done}
     print(f"host: {describe()}")
@@ -946,6 +957,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{len(crashes)} questions crashed (rows of kind 'crash' in {args.out}): "
             f"{[c['index'] for c in crashes]}"
         )
+
+
+def _table_count(spider: Path, db_id: str) -> int:
+    from gridrail.policy.schema import Schema
+
+    return len(Schema.from_sqlite(database_path(spider, db_id)).tables)
 
 
 def _flags(result: dict) -> str:

@@ -224,6 +224,28 @@ def test_a_word_no_form_can_spell_is_an_error() -> None:
         role_language(grammar, schema=schema, catalogue=catalogue)
 
 
+def test_a_lexicon_past_the_automaton_bound_is_a_short_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the bound a 4,000-column catalog meets (bench/schema_scale.py), lowered so that 60
+    # columns meet it; the message names the terminal and the size, never the pattern
+    from gridrail.grammar import dfa
+
+    monkeypatch.setattr(dfa, "MAX_NFA_STATES", 2_000)
+    dfa.compile_regex.cache_clear()
+    columns = [f"column_number_{i}" for i in range(60)]
+    schema = Schema.from_tables("sqlite", {"wide": columns})
+    try:
+        with pytest.raises(LexiconError) as error:
+            role_language(_sqlite(), schema=schema)
+    finally:
+        dfa.compile_regex.cache_clear()
+    message = str(error.value)
+    assert message.startswith("the COLUMN_NAME lexicon of 60 names (")
+    assert "automaton states" in message and "column_number" not in message
+    assert len(message) < 300
+
+
 def test_policy_names_checked_against_the_schema(tmp_path: Path) -> None:
     db = tmp_path / "hr.sqlite"
     with sqlite3.connect(db) as conn:

@@ -26,6 +26,15 @@ class RegexError(GrammarError):
     """A terminal's regular expression is malformed or uses an unsupported construct."""
 
 
+class RegexTooLargeError(RegexError):
+    """A pattern's automaton passes one of gridrail's bounds; `bound` says which, without the
+    pattern (which may be megabytes: a schema lexicon)."""
+
+    def __init__(self, message: str, bound: str, source: str = "<grammar>"):
+        self.bound = bound
+        super().__init__(message, source=source)
+
+
 class GrammarConflict(GrammarError):
     """The grammar is not LALR(1): a state has two actions on one lookahead."""
 

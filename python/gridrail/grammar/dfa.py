@@ -13,7 +13,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 
-from gridrail.errors import RegexError
+from gridrail.errors import RegexTooLargeError
 from gridrail.grammar.regex_syntax import (
     Alternation,
     CharSet,
@@ -98,7 +98,9 @@ def compile_regex(pattern: str, flags: str = "", *, minimize: bool = True) -> By
         else:
             rows, accepting = _determinize(tree)
     except _TooLarge as too_large:
-        raise RegexError(f"{too_large} (in {quote_pattern(pattern)})") from None
+        raise RegexTooLargeError(
+            f"{too_large} (in {quote_pattern(pattern)})", str(too_large)
+        ) from None
     class_of, table = _class_table(rows)
     num_classes = class_of[-1] + 1
     if not minimize:

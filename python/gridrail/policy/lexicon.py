@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, replace
 
-from gridrail.errors import LexiconError
+from gridrail.errors import LexiconError, RegexTooLargeError
 from gridrail.grammar.dfa import ByteDFA, compile_regex
 from gridrail.grammar.model import Grammar, TerminalDef
 from gridrail.policy.constructs import ConstructCatalogue, LexiconCategory
@@ -112,7 +112,15 @@ def _lexicon(
                 )
             forms.extend(word_forms)
     pattern = "(?:" + "|".join(forms) + ")" + category.suffix
-    witness = _outside(compile_regex(pattern), l1_dfa)
+    try:
+        spelled = compile_regex(pattern)
+    except RegexTooLargeError as too_large:
+        raise LexiconError(
+            f"the {category.terminal} lexicon of {len(words)} names ({len(forms)} spellings) "
+            f"is too large for the scanner: {too_large.bound}. Let the role see fewer tables "
+            "or columns (the policy's `tables` and column rules)"
+        ) from None
+    witness = _outside(spelled, l1_dfa)
     if witness is not None:
         raise LexiconError(
             f"the {category.terminal} lexicon spells {witness!r}, which the grammar's "
