@@ -35,7 +35,8 @@ database, as `gridrail ask --execute` runs it: clean statements are executed rea
   Every arm, unconstrained included, decodes with `ask`'s loop guard (`--loop-guard R`: the
      token that would make a block of 3-32 keys run R times in a row (default 2), or nest
      parentheses past depth 4, is not chosen; 0: off), and from the same prompt: `ask`'s, over the
-     `--prompt-tables K` tables the question links to (`gridrail.linking`; 0: every table).
+     `--prompt-tables K` tables the question links to (`gridrail.linking`; 0: every table),
+     with `--prompt-rows N` sample rows each (default `ask`'s, 0).
   repair (column "constrained+repair"): `ask(..., repair=True)`: a first generation with
      violations, or one that does not run, gets one constrained retry quoting them back, whose
      statement is final. Its first attempt *is* the constrained arm's generation (`ask` runs
@@ -656,6 +657,7 @@ class Evaluator:
         full_language: bool = False,
         loop_guard=None,
         prompt_tables: int | None = None,
+        prompt_rows: int = 0,
     ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
@@ -669,6 +671,7 @@ class Evaluator:
         self.candidates = candidates
         self.loop_guard = loop_guard  # every arm's, the unconstrained one's too
         self.prompt_tables = prompt_tables  # None: every table in the prompt
+        self.prompt_rows = prompt_rows  # sample rows per table in the prompt
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
         self.profile = None if full_language else gr.GenerationProfile()
         self.grammar = gr.Grammar.bundled("sqlite")
@@ -692,7 +695,7 @@ class Evaluator:
     def question(self, q: Question, verify_reuse: bool) -> dict:
         from functools import partial
 
-        from gridrail.ask import SAMPLE_ROWS, ask, question_prompt, sample_rows
+        from gridrail.ask import ask, question_prompt, sample_rows
         from gridrail.database import Database
         from gridrail.prompt import ANSWER_PREFIX
 
@@ -719,7 +722,7 @@ class Evaluator:
         }
         arms = row["arms"]
         # the prompt `ask` builds when given the database (its sample rows included)
-        samples = sample_rows(database, guide.view, SAMPLE_ROWS)
+        samples = sample_rows(database, guide.view, self.prompt_rows)
         prompt = question_prompt(self.model, guide.view, q.question, samples, self.prompt_tables)
         row["prompt_tokens"] = len(prompt)
 
@@ -733,7 +736,7 @@ class Evaluator:
         constrained = partial(
             ask, q.question, guide, self.model, max_tokens=self.max_tokens, database=database,
             timeout_s=self.exec_timeout, loop_guard=self.loop_guard,
-            prompt_tables=self.prompt_tables,
+            prompt_tables=self.prompt_tables, prompt_rows=self.prompt_rows,
         )  # fmt: skip
         if "constrained+repair" in self.arms:
             answer, seconds = _timed(constrained, repair=True)
@@ -797,7 +800,7 @@ def _positive(option: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from gridrail.ask import DEFAULT_LOOP_GUARD, DEFAULT_PROMPT_TABLES
+    from gridrail.ask import DEFAULT_LOOP_GUARD, DEFAULT_PROMPT_TABLES, SAMPLE_ROWS
     from gridrail.models import RUNTIMES, load_model
 
     parser = argparse.ArgumentParser(
@@ -838,6 +841,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="K",
         help="every arm's prompt shows the K tables the question links to (default: `gridrail "
         f"ask`'s {DEFAULT_PROMPT_TABLES}; 0: every table)",
+    )
+    parser.add_argument(
+        "--prompt-rows",
+        type=int,
+        default=SAMPLE_ROWS,
+        metavar="N",
+        help=f"sample rows per table in every arm's prompt (default: `ask`'s {SAMPLE_ROWS})",
     )
     parser.add_argument(
         "--larger-than",
@@ -896,6 +906,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.full_language,
         replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None,
         args.prompt_tables or None,
+        args.prompt_rows,
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()
@@ -917,6 +928,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "candidates": args.candidates,
                 "loop_guard": args.loop_guard,
                 "prompt_tables": args.prompt_tables,
+                "prompt_rows": args.prompt_rows,
                 "profile": "none" if evaluator.profile is None else evaluator.profile.label,
                 "left_out": dict(missing),
             }

@@ -136,6 +136,7 @@ def ask(
     candidate_temperature: float = DEFAULT_CANDIDATE_TEMPERATURE,
     loop_guard: LoopGuard | None = DEFAULT_LOOP_GUARD,
     prompt_tables: int | None = DEFAULT_PROMPT_TABLES,
+    prompt_rows: int = SAMPLE_ROWS,
     on_token: Callable[[int], None] | None = None,
     on_repair: Callable[[list[str]], None] | None = None,
 ) -> Answer:
@@ -151,7 +152,8 @@ def ask(
     `candidate_temperature` with seed k - 1. `loop_guard` keeps every generation's choices
     from repeating a block of tokens (None: the model's choice as is). The prompt shows at most
     `prompt_tables` of the visible tables (None: all), those `link_tables` finds the question
-    most about (the mask still allows every name the role may see). `on_token` is told the
+    most about (the mask still allows every name the role may see), each with `prompt_rows`
+    of its rows when a database is given. `on_token` is told the
     token count as it grows; `on_repair` the problems that triggered the retry."""
     if signing_key is not None and not audit:
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
@@ -164,7 +166,7 @@ def ask(
         raise ValueError("ask needs a guide compiled with a schema (gr.compile(..., schema=...))")
     if model.vocab != guide.vocab:
         raise ValueError("the guide was compiled for another vocabulary than the model's")
-    samples = sample_rows(database, guide.view, SAMPLE_ROWS) if database else None
+    samples = sample_rows(database, guide.view, prompt_rows) if database else None
     shown = link_tables(guide.view, question, prompt_tables) if prompt_tables else None
     messages = question_messages(guide.view, question, samples, shown)
 
