@@ -226,6 +226,21 @@ def test_candidates_that_agree_win_over_the_greedy_one() -> None:
     assert answer.sql == answers[1]  # agreement 2 beats 1; the earlier of the two wins the tie
 
 
+def test_a_statement_the_model_ended_wins_over_one_the_reserve_ended() -> None:
+    answers = (
+        # too long for the budget: the reserve writes its end (`... AND id > 1 ;`), same rows
+        "SELECT id FROM orders WHERE total > 1000 AND id > 1 AND id > 2 AND id > 3;",
+        "SELECT id FROM orders WHERE total > 1000;",
+    )
+    db = Database.open(str(HR_DB))
+    model = _scripted(*answers, per_call=True)
+    answer = ask("q", _guide("analyst"), model, candidates=2, database=db, max_tokens=22)
+    first, second = answer.candidates
+    assert first.attempt.generation.stop == "reserve" and second.attempt.generation.stop == "eos"
+    assert first.result.rows == second.result.rows == ((3,), (7,))
+    assert second.chosen and answer.sql == answers[1]
+
+
 def test_a_clean_answer_that_does_not_run_gets_the_retry_with_the_database_error() -> None:
     seen: list[list[str]] = []
     db = Database.open(str(HR_DB))

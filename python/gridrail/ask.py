@@ -9,10 +9,11 @@ violations count as the checker's.
 
 Beyond GRID, answers are chosen by running them: with `candidates=K`, K generations under the
 mask (greedy first, then seeded samples); the clean ones are executed read-only within the
-execution limits, and the answer is the best-ranked one that runs (one that returns rows, and
-whose result more candidates agree on). When no candidate is clean — or none runs — one
-constrained retry quotes the violations (or the database's error) back to the model; whatever
-it produces is checked again and reported, never silently passed on. Every candidate's audit
+execution limits, and the answer is the best-ranked one that runs (one that returns rows, that
+the model ended rather than the budget reserve, and whose result more candidates agree on).
+When no candidate is clean — or none runs — one constrained retry quotes the violations (or the
+database's error) back to the model; whatever it produces is checked again and reported, never
+silently passed on. Every candidate's audit
 log is sealed with why it was or was not chosen.
 
 Two choices narrow what the model sees or picks, never what the mask allows: the prompt shows
@@ -305,8 +306,9 @@ def _run(attempt: Attempt, database: Database | None, timeout_s: float, max_rows
 
 def _choose(candidates: Sequence[Candidate]) -> Candidate | None:
     """The best clean candidate: one that runs over one that does not, one that returns rows
-    over an empty result, then the result more candidates agree on, then the earliest (the
-    greedy one first). None when no candidate is clean."""
+    over an empty result, one the model ended over one whose end the budget reserve wrote
+    (the model did not finish its statement), then the result more candidates agree on, then
+    the earliest (the greedy one first). None when no candidate is clean."""
     clean = [c for c in candidates if not c.attempt.violations]
     if not clean:
         return None
@@ -315,7 +317,8 @@ def _choose(candidates: Sequence[Candidate]) -> Candidate | None:
     def rank(indexed: tuple[int, Candidate]) -> tuple:
         index, c = indexed
         agree = agreement[_result_key(c.result)] if c.runs else 0
-        return (c.runs, bool(c.result and c.result.rows), agree, -index)
+        ended = c.attempt.generation.stop == "eos"
+        return (c.runs, bool(c.result and c.result.rows), ended, agree, -index)
 
     return max(enumerate(clean), key=rank)[1]
 
