@@ -4,7 +4,9 @@ For each size T x C, a SQLite catalog of T tables, each of C - 1 TEXT columns pl
 `id`, with generated names (`acct_price_7`, tables `<word>_<word>_<n>`), is written to a
 temporary file; then, in a fresh Python process per size (so peak RSS is that size's alone):
 
-  * introspection: `Schema.from_sqlite` on the file;
+  * introspection: `Schema.from_sqlite` on the file (with `--also postgres,duckdb`, also
+    `Schema.from_duckdb` and `Schema.from_postgres` on the same catalog, the PostgreSQL one on
+    a throwaway server started as the tests start one);
   * compile: `gridrail.compile` of the bundled sqlite grammar for gpt2's vocabulary under a
     select-only role over the schema (the dialect's own compiled grammar, its trie and the
     vocabulary built before the clock starts: this is the cost of a *new schema* for an
@@ -24,6 +26,7 @@ import argparse
 import json
 import random
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -43,15 +46,64 @@ WORDS = (
 POLICY = '[roles.reader]\nstatements = ["select"]\n'
 
 
-def write_catalog(path: Path, tables: int, columns: int, seed: int = 0) -> None:
+def catalog_ddl(tables: int, columns: int, seed: int = 0) -> list[str]:
+    """The CREATE TABLE statements of one generated catalog (valid SQLite, DuckDB and
+    PostgreSQL)."""
     rng = random.Random(seed)
-    with sqlite3.connect(path) as db:
-        for t in range(tables):
-            name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{t}"
-            cols = ", ".join(
-                f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{c} TEXT" for c in range(columns - 1)
-            )
-            db.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, {cols})")
+    out = []
+    for t in range(tables):
+        name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{t}"
+        cols = ", ".join(
+            f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{c} TEXT" for c in range(columns - 1)
+        )
+        out.append(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, {cols})")
+    return out
+
+
+def introspect_elsewhere(ddl: list[str], tmp: Path, backends: list[str]) -> dict:
+    """Seconds `Schema.from_duckdb` / `Schema.from_postgres` take on the same catalog (a
+    throwaway PostgreSQL server, as the tests start one)."""
+    import gridrail as gr
+
+    out: dict = {}
+    if "duckdb" in backends:
+        import duckdb
+
+        path = tmp / f"catalog{len(ddl)}.duckdb"
+        with duckdb.connect(str(path)) as db:
+            db.execute("BEGIN")
+            for statement in ddl:
+                db.execute(statement)
+            db.execute("COMMIT")
+        started = time.perf_counter()
+        gr.Schema.from_duckdb(path)
+        out["duckdb_introspect_s"] = time.perf_counter() - started
+    if "postgres" in backends:
+        import psycopg
+
+        sys.path.insert(0, str(ROOT / "tests"))
+        from postgres_server import Cluster, find_bin_dir, free_port
+
+        bin_dir = find_bin_dir()
+        if bin_dir is None:
+            raise SystemExit("no PostgreSQL server binaries: run `make install`")
+        root = Path(tempfile.mkdtemp(prefix="gridrail-pg-"))  # the server's user must enter it
+        cluster = Cluster(bin_dir, root, free_port())
+        try:
+            cluster.init()
+            cluster.start()
+            try:
+                with psycopg.connect(cluster.dsn("postgres")) as db:
+                    for statement in ddl:
+                        db.execute(statement)
+                started = time.perf_counter()
+                gr.Schema.from_postgres(cluster.dsn("postgres"))
+                out["postgres_introspect_s"] = time.perf_counter() - started
+            finally:
+                cluster.stop()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return out
 
 
 def measure(db_path: str, tokenizer: str) -> dict:
@@ -98,6 +150,12 @@ def main() -> None:
 
     parser = report_parser(__doc__)
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"default: {DEFAULT_SIZES}")
+    parser.add_argument(
+        "--also",
+        default="",
+        metavar="postgres,duckdb",
+        help="also time introspection of the same catalogs on these databases",
+    )
     parser.add_argument("--child", nargs=2, metavar=("DB", "TOKENIZER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -112,7 +170,10 @@ def main() -> None:
         for size in args.sizes.split(","):
             tables, columns = (int(x) for x in size.split("x"))
             path = Path(tmp) / f"{size}.sqlite"
-            write_catalog(path, tables, columns)
+            ddl = catalog_ddl(tables, columns)
+            with sqlite3.connect(path) as db:
+                for statement in ddl:
+                    db.execute(statement)
             child = subprocess.run(
                 [sys.executable, __file__, "--child", str(path), tokenizer],
                 capture_output=True,
@@ -123,6 +184,7 @@ def main() -> None:
                 result = {"error": "crashed", "error_head": child.stderr.strip()[-300:]}
             else:
                 result = json.loads(child.stdout.strip().splitlines()[-1])
+            result.update(introspect_elsewhere(ddl, Path(tmp), args.also.split(",")))
             rows.append({"size": size, **result})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     report = {
@@ -134,8 +196,8 @@ def main() -> None:
         return
     print(f"{report['host']}, {report['date']}")
     print(
-        "| tables x columns | introspect | compile (role + lexicons) | first mask "
-        "| after `SELECT ` | peak RSS | error |"
+        "| tables x columns | introspect: SQLite / DuckDB / PostgreSQL | compile (role + "
+        "lexicons) | first mask | after `SELECT ` | peak RSS | error |"
     )
     print("|---|---|---|---|---|---|---|")
 
@@ -145,8 +207,9 @@ def main() -> None:
     for r in rows:
         error = f"{r['error']} ({r.get('error_chars', '?')} chars)" if "error" in r else ""
         rss = f"{r['peak_rss_mb']:.0f} MB" if "peak_rss_mb" in r else "—"
+        introspect = " / ".join(ms(r, f"{k}introspect_s") for k in ("", "duckdb_", "postgres_"))
         print(
-            f"| {r['size']} | {ms(r, 'introspect_s')} | {ms(r, 'compile_s')} | "
+            f"| {r['size']} | {introspect} | {ms(r, 'compile_s')} | "
             f"{ms(r, 'first_mask_s')} | {ms(r, 'column_mask_s')} | {rss} | {error} |"
         )
 
