@@ -93,7 +93,7 @@ def introspect_elsewhere(ddl: list[str], tmp: Path, backends: list[str]) -> dict
             cluster.init()
             cluster.start()
             try:
-                with psycopg.connect(cluster.dsn("postgres")) as db:
+                with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as db:
                     for statement in ddl:
                         db.execute(statement)
                 started = time.perf_counter()
