@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import provenance, report_parser
 from spider_eval import assets_root, database_path, load_questions
 
-KS = (1, 2, 3, 4, 5, 6, 8, 12, 16)
+KS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
 
 
 def gold_tables(dialect, schema: Schema, sql: str) -> set[str] | None:
