@@ -6,10 +6,11 @@
 The questions (bench/hr_questions.json) are asked as the roles of examples/hr_policy.toml over
 examples/hr.sqlite, with the default model and the same prompt for every arm
 (`gridrail.ask.question_prompt` over what the role sees: the answer opened with the ```sql
-fence). Arms: unconstrained greedy; constrained (the first, greedy generation of `gridrail
-ask`); and `gridrail ask` with its defaults (column "constrained+candidates": the strict
-generation profile, K candidates for a role that only reads, chosen by running them read-only,
-one generation for a role that may write, the checker-guided retry). Metrics are those of
+fence). Arms: unconstrained greedy (with `ask`'s loop guard, as every arm); constrained (the
+first, greedy generation of `gridrail ask`); and `gridrail ask` with its defaults (column
+"constrained+candidates": the strict generation profile, K candidates for a role that only
+reads, chosen by running them read-only, one generation for a role that may write, the
+checker-guided retry). Metrics are those of
 bench/spider_eval.py, with two differences: names are judged against the *role's* view (a
 table or column the role may not see counts as a bad name, as in tests/test_policy_walk.py),
 and a question without a gold query (the writes, and questions the role must not be able to
@@ -67,7 +68,7 @@ def main(argv=None) -> None:
     import torch
 
     import gridrail as gr
-    from gridrail.ask import DEFAULT_CANDIDATES, ask, question_prompt
+    from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_LOOP_GUARD, ask, question_prompt
     from gridrail.database import Database
     from gridrail.prompt import ANSWER_PREFIX
     from gridrail.registry import shared_compiled_grammar
@@ -96,7 +97,7 @@ def main(argv=None) -> None:
             row = {"kind": "question", "index": n, **q, "arms": {}}
             t = time.perf_counter()
             prompt = question_prompt(model, guide.view, q["question"])
-            free = unconstrained(model, prompt, args.max_tokens)
+            free = unconstrained(model, prompt, args.max_tokens, DEFAULT_LOOP_GUARD)
             free["seconds"] = time.perf_counter() - t
             sql = extract_sql(ANSWER_PREFIX + free["text"])  # the answer begins inside the fence
             row["arms"]["unconstrained"] = {**free, **judge.score(sql)}
