@@ -459,3 +459,20 @@ def test_profile_fields_are_checked() -> None:
     assert _accepts(narrow, "SELECT abc.name\n  FROM employees AS abc;")
     assert not _accepts(narrow, "SELECT name\n   FROM employees;")
     assert not _accepts(narrow, "SELECT name FROM employees AS abcd;")
+
+
+def test_a_full_length_alias_a_keyword_takes_is_not_a_dead_end() -> None:
+    # Found by bench/ask_example.py: `FROM ( ( ( ( [Employees]\n      AND` was allowed (AND a
+    # prefix of a 3-character TABLE_ALIAS), yet no ending exists: AND cannot grow past the
+    # alias bound and the keyword shadows it, so `gridrail ask` crashed in the reserve
+    # (CompletionError). At full length the words keywords take are not aliases.
+    guide = _small()
+    oracle = guide.oracle
+    crashed = b"SELECT name FROM (\n  (\n  (\n    (\n      [Employees]\n      AND"
+    assert oracle.try_feed(oracle.initial, crashed) is None
+    for word in (b"AND", b"and", b"SET", b"ALL"):
+        assert oracle.try_feed(oracle.initial, b"SELECT id FROM employees " + word) is None
+    for word in (b"AN", b"ANA", b"e", b"T1"):  # other aliases stay, and every one completes
+        cfg = oracle.try_feed(oracle.initial, b"SELECT id FROM employees " + word)
+        assert cfg is not None
+        assert guide.completer.complete(cfg)

@@ -25,6 +25,7 @@ removed, so an LALR(1) grammar stays LALR(1).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from gridrail.errors import GrammarError, PolicyError, UsageError
@@ -140,9 +141,11 @@ def _narrowed_patterns(
     the terminal spelled before."""
     patterns = {surface.layout: profile.layout}
     for name in surface.invented_names:
-        patterns[name] = profile.bare_name
+        length = profile.max_name_length
+        patterns[name] = _unshadowed(grammar, name, profile.bare_name, length)
     for name in surface.table_aliases:
-        patterns[name] = profile.alias_name
+        length = profile.max_alias_length
+        patterns[name] = _unshadowed(grammar, name, profile.alias_name, length)
     tables = next((lex for lex in lexicons if lex.category.words == "tables" and lex.words), None)
     names = profile.alias_name if tables is None else f"{tables.pattern}|{profile.alias_name}"
     for literals, length in (
@@ -195,6 +198,29 @@ def _terminator_twin(grammar: Grammar, terminator: str) -> TerminalDef:
     )
     pattern = _group(end.pattern, end.flags) + f"(?:{after})"
     return TerminalDef(f"{REFUSED}AFTER_{terminator}", -1, pattern, "", 0, False)
+
+
+def _unshadowed(grammar: Grammar, name: str, bare: str, length: int) -> str:
+    """`bare` (an invented name of at most `length` characters) without the words of exactly
+    `length` characters that a keyword takes: at full length such a word can be neither
+    extended nor be this terminal (the keyword shadows it), so allowing its prefix would be a
+    dead end (`... FROM t AND` with aliases of 3 characters)."""
+    terminal = grammar.terminal(name)
+    rank = (terminal.priority, terminal.is_literal)
+    words = sorted(
+        {
+            t.pattern.lower()
+            for t in grammar.terminals
+            if t.is_literal
+            and (t.priority, t.is_literal) > rank
+            and t.name not in grammar.declared
+            and len(t.pattern) == length
+            and re.fullmatch(bare, t.pattern)
+        }
+    )
+    if not words:
+        return bare
+    return f"(?!(?i:{'|'.join(words)})\\Z){bare}"
 
 
 def _bare(length: int) -> str:
