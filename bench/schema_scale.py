@@ -26,7 +26,6 @@ import argparse
 import json
 import random
 import resource
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -82,27 +81,15 @@ def introspect_elsewhere(ddl: list[str], tmp: Path, backends: list[str]) -> dict
         import psycopg
 
         sys.path.insert(0, str(ROOT / "tests"))
-        from postgres_server import Cluster, find_bin_dir, free_port
+        from postgres_server import running_cluster
 
-        bin_dir = find_bin_dir()
-        if bin_dir is None:
-            raise SystemExit("no PostgreSQL server binaries: run `make install`")
-        root = Path(tempfile.mkdtemp(prefix="gridrail-pg-"))  # the server's user must enter it
-        cluster = Cluster(bin_dir, root, free_port())
-        try:
-            cluster.init()
-            cluster.start()
-            try:
-                with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as db:
-                    for statement in ddl:
-                        db.execute(statement)
-                started = time.perf_counter()
-                gr.Schema.from_postgres(cluster.dsn("postgres"))
-                out["postgres_introspect_s"] = time.perf_counter() - started
-            finally:
-                cluster.stop()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+        with running_cluster() as cluster:
+            with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as db:
+                for statement in ddl:
+                    db.execute(statement)
+            started = time.perf_counter()
+            gr.Schema.from_postgres(cluster.dsn("postgres"))
+            out["postgres_introspect_s"] = time.perf_counter() - started
     return out
 
 

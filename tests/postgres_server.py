@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -108,11 +109,10 @@ def _require_postgres_user() -> None:
         )
 
 
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """DSN of an empty database on a server that lives for the test session."""
-    import psycopg  # here, not at the top: conftest imports this module for every test
-
+@contextmanager
+def running_cluster() -> Iterator[Cluster]:
+    """A fresh cluster, started, in a temporary folder the server's user may enter; stopped
+    and removed afterwards."""
     bin_dir = find_bin_dir()
     if bin_dir is None:
         pytest.fail(
@@ -125,13 +125,22 @@ def postgres_dsn() -> Iterator[str]:
         cluster.init()
         cluster.start()
         try:
-            with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as conn:
-                conn.execute(f"CREATE DATABASE {DATABASE}")
-            yield cluster.dsn(DATABASE)
+            yield cluster
         finally:
             cluster.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """DSN of an empty database on a server that lives for the test session."""
+    import psycopg  # here, not at the top: conftest imports this module for every test
+
+    with running_cluster() as cluster:
+        with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {DATABASE}")
+        yield cluster.dsn(DATABASE)
 
 
 @pytest.fixture(scope="session")
