@@ -8,12 +8,19 @@ temporary file; then, in a fresh Python process per size (so peak RSS is that si
     `Schema.from_duckdb` and `Schema.from_postgres` on the same catalog, the PostgreSQL one on
     a throwaway server started as the tests start one);
   * compile: `gridrail.compile` of the bundled sqlite grammar for gpt2's vocabulary under a
-    select-only role over the schema (the dialect's own compiled grammar, its trie and the
-    vocabulary built before the clock starts: this is the cost of a *new schema* for an
+    select-only role over the schema (the dialect's own compiled grammar, its trie, the
+    vocabulary and the role over a one-table schema built before the clock starts — the role's
+    base scanner is shared by every schema: this is the cost of a *new schema* for an
     existing dialect and role);
   * first mask: `guide.matcher().allowed()` at the start and after `SELECT ` (a column position:
     the identifier lexicons in play);
-  * peak RSS of the process (`ru_maxrss`).
+  * peak RSS of the process (`ru_maxrss`);
+  * with `--sharing`, cross-schema cache sharing (issue 14 item 2): 20 statements over the
+    catalog are decoded token by token (a mask before every token), then 20 of the same shapes
+    over a second catalog of the same size (another seed: other names), in the same process;
+    reported for the second: the mask walks it needed, those the T1 cache answered (its own
+    earlier walks), those the dialect family's T2 cache answered (walks of the first schema),
+    and those computed.
 
 A size that fails reports the error's class and its message's length in characters (issue 14:
 errors stay short). The targets of issue 14 item 3: compile <= 50 ms at 1,000 x 20 and <= 1 s
@@ -93,7 +100,53 @@ def introspect_elsewhere(ddl: list[str], tmp: Path, backends: list[str]) -> dict
     return out
 
 
-def measure(db_path: str, tokenizer: str) -> dict:
+def statements(schema, count: int = 20) -> list[str]:
+    """`count` statements of fixed shapes over the schema's first tables."""
+    out = []
+    for table in schema.tables[:count]:
+        first, second = (c.name for c in table.columns[1:3])
+        out.append(
+            f"SELECT {first}, count(*) FROM {table.name} WHERE {second} = 'abc' AND id > 42 "
+            f"GROUP BY {first} ORDER BY 2 DESC LIMIT 10;"
+        )
+    return out
+
+
+def replay(guide, sql: list[str]) -> None:
+    """Decode each statement token by token, the mask computed before every token."""
+    for text in sql:
+        matcher = guide.matcher()
+        for token in guide.trie.tokenize(text.encode()):
+            if token not in matcher.allowed() or not matcher.accept_tokens([token]):
+                raise AssertionError(f"{text!r} left the language")
+
+
+def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
+    """The second schema's mask walks after the first schema's (see the module docstring)."""
+    import gridrail as gr
+
+    replay(
+        gr.compile(grammar, vocab, schema=first_schema, policy=policy, role="reader"),
+        statements(first_schema),
+    )
+    second_schema = gr.Schema.from_sqlite(second_db)
+    guide = gr.compile(grammar, vocab, schema=second_schema, policy=policy, role="reader")
+    t1, t2 = guide.cache.stats, guide.family_cache.stats
+    before = (t1.hits, t1.misses, t2.hits)
+    replay(guide, statements(second_schema))
+    t1_hits, walks, t2_hits = (
+        now - then for now, then in zip((t1.hits, t1.misses, t2.hits), before, strict=True)
+    )
+    walks += t1_hits
+    return {
+        "second_walks": walks,
+        "second_t1_hits": t1_hits,
+        "second_t2_hits": t2_hits,
+        "second_computed": walks - t1_hits - t2_hits,
+    }
+
+
+def measure(db_path: str, tokenizer: str, second_db: str = "") -> dict:
     """One size, in this process (the child)."""
     import gridrail as gr
     from gridrail.registry import shared_compiled_grammar, shared_trie
@@ -103,6 +156,9 @@ def measure(db_path: str, tokenizer: str) -> dict:
     shared_compiled_grammar(grammar)
     shared_trie(vocab)
     policy = gr.Policy.from_text(POLICY)
+    # the role over another schema: its base scanner is built once for every schema
+    tiny = gr.Schema.from_tables("sqlite", {"warm_up": ["id", "name"]})
+    gr.compile(grammar, vocab, schema=tiny, policy=policy, role="reader")
     out: dict = {}
     started = time.perf_counter()
     schema = gr.Schema.from_sqlite(db_path)
@@ -128,6 +184,8 @@ def measure(db_path: str, tokenizer: str) -> dict:
         out["error_chars"] = len(str(exc))
         out["error_head"] = str(exc)[:160]
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if second_db and "error" not in out:
+        out.update(sharing(grammar, vocab, policy, schema, second_db))
     return out
 
 
@@ -143,7 +201,10 @@ def main() -> None:
         metavar="postgres,duckdb",
         help="also time introspection of the same catalogs on these databases",
     )
-    parser.add_argument("--child", nargs=2, metavar=("DB", "TOKENIZER"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sharing", action="store_true", help="also measure cross-schema cache sharing"
+    )
+    parser.add_argument("--child", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(*args.child)))
@@ -161,8 +222,14 @@ def main() -> None:
             with sqlite3.connect(path) as db:
                 for statement in ddl:
                     db.execute(statement)
+            second = []
+            if args.sharing:
+                second = [str(Path(tmp) / f"{size}-second.sqlite")]
+                with sqlite3.connect(second[0]) as db:
+                    for statement in catalog_ddl(tables, columns, seed=1):
+                        db.execute(statement)
             child = subprocess.run(
-                [sys.executable, __file__, "--child", str(path), tokenizer],
+                [sys.executable, __file__, "--child", str(path), tokenizer, *second],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -199,6 +266,19 @@ def main() -> None:
             f"| {r['size']} | {introspect} | {ms(r, 'compile_s')} | "
             f"{ms(r, 'first_mask_s')} | {ms(r, 'column_mask_s')} | {rss} | {error} |"
         )
+
+    if args.sharing:
+        print(
+            "\n| tables x columns | second schema: mask walks | T1 hits | T2 hits (first "
+            "schema's walks) | computed |"
+        )
+        print("|---|---|---|---|---|")
+        for r in rows:
+            if "second_walks" in r:
+                print(
+                    f"| {r['size']} | {r['second_walks']} | {r['second_t1_hits']} | "
+                    f"{r['second_t2_hits']} | {r['second_computed']} |"
+                )
 
 
 if __name__ == "__main__":

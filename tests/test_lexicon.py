@@ -11,6 +11,7 @@ import pytest
 import gridrail as gr
 from assets import asset
 from gridrail.errors import LexiconError, PolicyError
+from gridrail.grammar.compiled import compile_grammar
 from gridrail.policy.bundle import Policy
 from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.language import role_language
@@ -224,25 +225,22 @@ def test_a_word_no_form_can_spell_is_an_error() -> None:
         role_language(grammar, schema=schema, catalogue=catalogue)
 
 
-def test_a_lexicon_past_the_automaton_bound_is_a_short_error(
+def test_names_past_the_scanner_bound_are_a_short_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the bound a 4,000-column catalog meets (bench/schema_scale.py), lowered so that 60
-    # columns meet it; the message names the terminal and the size, never the pattern
-    from gridrail.grammar import dfa
+    # the bound on the scanner's name states, lowered so that 60 columns meet it (their shared
+    # beginnings and endings merge); the message names the terminals and the size, never a name
+    from gridrail.grammar import scanner
 
-    monkeypatch.setattr(dfa, "MAX_NFA_STATES", 2_000)
-    dfa.compile_regex.cache_clear()
+    monkeypatch.setattr(scanner, "MAX_NAME_STATES", 20)
     columns = [f"column_number_{i}" for i in range(60)]
     schema = Schema.from_tables("sqlite", {"wide": columns})
-    try:
-        with pytest.raises(LexiconError) as error:
-            role_language(_sqlite(), schema=schema)
-    finally:
-        dfa.compile_regex.cache_clear()
+    language, _, _ = role_language(_sqlite(), schema=schema)
+    with pytest.raises(LexiconError) as error:
+        compile_grammar(language)
     message = str(error.value)
-    assert message.startswith("the COLUMN_NAME lexicon of 60 names (")
-    assert "automaton states" in message and "column_number" not in message
+    assert message.startswith("the names of TABLE_NAME, COLUMN_NAME need more than 20 scanner")
+    assert "column_number" not in message
     assert len(message) < 300
 
 

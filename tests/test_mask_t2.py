@@ -157,21 +157,33 @@ LEXICON_INERT = [
 ]
 
 
+def _same_keys(one: gr.Guide, other: gr.Guide) -> list[tuple[int, int]]:
+    """The scan states of LEXICON_INERT in both guides, after checking that each has one key
+    and one identity in both."""
+    states = []
+    for text in LEXICON_INERT:
+        a, b = (g.oracle.feed(g.oracle.initial, text) for g in (one, other))
+        key = one.normal_form.key(a)
+        assert key is not None and key == other.normal_form.key(b), text
+        identities = [g.compiled.scanner.identity(c.scan_state) for g, c in ((one, a), (other, b))]
+        assert identities[0].digest == identities[1].digest
+        assert len(identities[0].states) == len(identities[1].states)
+        states.append((a.scan_state, b.scan_state))
+    return states
+
+
 def test_a_guarded_configuration_has_one_key_in_scanners_of_different_lexicons() -> None:
     registry = gr.Registry()
     hr, school = _schema_guide(HR_TABLES, registry), _schema_guide(SCHOOL_TABLES, registry)
     assert hr.compiled.scanner.num_states != school.compiled.scanner.num_states
     assert hr.cache is not school.cache and hr.family_cache is school.family_cache
-    renumbered = 0
-    for text in LEXICON_INERT:
-        a, b = (g.oracle.feed(g.oracle.initial, text) for g in (hr, school))
-        key = hr.normal_form.key(a)
-        assert key is not None and key == school.normal_form.key(b), text
-        identities = [g.compiled.scanner.identity(c.scan_state) for g, c in ((hr, a), (school, b))]
-        assert identities[0].digest == identities[1].digest
-        assert len(identities[0].states) == len(identities[1].states)
-        renumbered += a.scan_state != b.scan_state
-    assert renumbered  # the ids differ, the identities do not
+    # one role over two schemas: its base scanner's states, numbered alike in both
+    states = _same_keys(hr, school)
+    assert all(a == b < hr.compiled.scanner.start for a, b in states)
+    # two roles: other base scanners, other ids; the identities do not differ
+    analyst, clerk = _role_guide("analyst", registry), _role_guide("clerk", registry)
+    assert analyst.family_cache is clerk.family_cache
+    assert any(a != b for a, b in _same_keys(analyst, clerk))
 
 
 def test_the_guard_fails_where_a_lexicon_can_be_consulted() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 from array import array
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Hashable, Iterable, Sequence
 
 from gridrail.errors import RegexTooLargeError
@@ -498,6 +498,31 @@ def minimize_table(
                     representatives.append(target)
     state_map = [new_id.get(block_of[state], DEAD) for state in range(num_states)]
     return state_map, representatives
+
+
+def outside(inner: ByteDFA, outer: ByteDFA, outer_state: int | None = None) -> str | None:
+    """A shortest string of `inner`'s language that `outer` rejects (None: inclusion holds);
+    with `outer_state`, that `outer` rejects when read from that state (-1: dead)."""
+    if inner.start < 0:
+        return None
+    start = outer.start if outer_state is None else outer_state
+    t_in, t_out = inner.transitions, outer.transitions
+    seen = {(inner.start, start): b""}
+    queue = deque([(inner.start, start)])
+    while queue:
+        p, q = queue.popleft()
+        path = seen[(p, q)]
+        if inner.accepting[p] and (q < 0 or not outer.accepting[q]):
+            return path.decode("utf-8", "backslashreplace")
+        for byte in range(256):
+            p2 = t_in[(p << 8) | byte]
+            if p2 < 0:
+                continue
+            q2 = t_out[(q << 8) | byte] if q >= 0 else -1
+            if (p2, q2) not in seen:
+                seen[(p2, q2)] = path + bytes((byte,))
+                queue.append((p2, q2))
+    return None
 
 
 def _reaches_accept(transitions: array, accepting: Sequence[bool]) -> list[bool]:

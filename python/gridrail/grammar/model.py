@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from gridrail.errors import GrammarError
+from gridrail.grammar.names import NameSet
 from gridrail.grammar.regex_syntax import REGEX_SEMANTICS
 
 
@@ -22,6 +23,9 @@ class TerminalDef:
     ``pattern`` is Python regex syntax (string literals are stored escaped), ``flags`` a sorted
     string of single-letter flags (only ``"i"`` today). ``is_literal`` records that the terminal
     came from a string literal: on a tie in priority, literals win over regex terminals.
+    ``names`` is set for a terminal whose lexemes are spelled from names (a schema lexicon):
+    ``pattern`` is then its name set's regex text, and the scanner builds the names as a trie
+    instead of compiling that text (`gridrail.grammar.names`).
     """
 
     name: str
@@ -30,6 +34,28 @@ class TerminalDef:
     flags: str
     priority: int
     is_literal: bool
+    names: NameSet | None = None
+
+    def __post_init__(self) -> None:
+        if self.names is not None and (self.flags or self.pattern != self.names.pattern):
+            raise GrammarError(
+                f"terminal {self.name}: its pattern is not the regex of its name set "
+                "(replace both together)"
+            )
+
+    def row(self) -> list[object]:
+        """The terminal as canonical JSON data."""
+        out: list[object] = [
+            self.index,
+            self.name,
+            self.pattern,
+            self.flags,
+            self.priority,
+            self.is_literal,
+        ]
+        if self.names is not None:
+            out.append(self.names.as_json())
+        return out
 
 
 @dataclass(frozen=True)
@@ -129,10 +155,7 @@ class Grammar:
                 source=name,
             )
         try:
-            terminals = tuple(
-                TerminalDef(tname, index, pattern, flags, priority, is_literal)
-                for index, tname, pattern, flags, priority, is_literal in doc["terminals"]
-            )
+            terminals = tuple(_terminal(row) for row in doc["terminals"])
             productions = tuple(
                 Production(i, lhs, tuple(rhs), alias, lhs)
                 for i, (lhs, rhs, alias) in enumerate(doc["productions"])
@@ -187,10 +210,7 @@ class Grammar:
         """A deterministic text of everything that defines the language (not the file's layout)."""
         doc = {
             "start": self.start,
-            "terminals": [
-                [t.index, t.name, t.pattern, t.flags, t.priority, t.is_literal]
-                for t in self.terminals
-            ],
+            "terminals": [t.row() for t in self.terminals],
             "ignored": sorted(self.ignored),
             "declared": sorted(self.declared),
             "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
@@ -218,6 +238,7 @@ class Grammar:
         if cache is None:
             terminals = [
                 [t.index, t.name, t.pattern, t.flags, t.priority, t.is_literal]
+                + ([t.names.fingerprint] if t.names is not None else [])
                 for t in self.terminals
             ]
             doc = [terminals, sorted(self.ignored), sorted(self.declared)]
@@ -225,3 +246,12 @@ class Grammar:
             cache = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
             object.__setattr__(self, "_lexical_fingerprint", cache)
         return cache
+
+
+def _terminal(row: list[object]) -> TerminalDef:
+    """The terminal `TerminalDef.row` wrote (TypeError/ValueError on another shape)."""
+    index, name, pattern, flags, priority, is_literal, *more = row
+    if len(more) > 1 or (more and not isinstance(more[0], dict)):
+        raise ValueError("a terminal row has six fields and optionally a name set")
+    names = NameSet.from_json(more[0]) if more else None
+    return TerminalDef(name, index, pattern, flags, priority, is_literal, names)  # type: ignore[arg-type]

@@ -15,16 +15,17 @@ whichever scanner it was numbered in. The mask cache's cross-family tier keys on
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from array import array
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gridrail.errors import GrammarError, RegexError
+from gridrail.errors import GrammarError, LexiconError, RegexError
 from gridrail.grammar.dfa import (
     DEAD,
     ByteDFA,
@@ -46,6 +47,10 @@ IDENTITY_ENCODING = b"gridrail-scanner-state-v1"  # bump when the canonical enco
 # 2,000 names (12M, about 25 s; the bundled grammar alone takes 0.4M).
 MAX_SCANNER_STATES = 200_000
 MAX_SCANNER_WORK = 40_000_000
+# The product with the name automata has a dense row (1 KiB) per state: about one state per
+# state of the names' minimal automaton (spellings share beginnings and endings). Bounded at
+# 512 MiB of rows.
+MAX_NAME_STATES = 500_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,17 +174,38 @@ class ScannerAutomaton:
 def build_scanner(
     terminals: Sequence[TerminalDef], exclude: Collection[str] = ()
 ) -> ScannerAutomaton:
-    """The union automaton of ``terminals``, minimized so that states with different accept sets
-    (and different futures) stay apart.
+    """The union automaton of ``terminals``.
 
     Terminals named in ``exclude`` take no part (e.g. declared terminals that no lexer rule
     produces); so do terminals whose pattern matches nothing. A terminal whose pattern matches the
     empty string is a :class:`GrammarError`: a lexeme must be non-empty.
+
+    The regex terminals (and the `rest` of terminals spelled from names) form the *base*
+    scanner, minimized and memoized: every schema of one dialect and role has the same base,
+    built once. Terminals spelled from names (`TerminalDef.names`, the schema lexicons) are
+    then added by a product with their name automata (`_with_names`), which is linear in the
+    spellings: its states are the base's, numbered as in the base, and one state per distinct
+    (base state, name positions) pair a prefix of a spelling reaches.
     """
+    kept = [t for t in terminals if t.name not in exclude]
+    base = _base_scanner(tuple(part for t in kept if (part := _regex_part(t)) is not None))
+    named = [t for t in kept if t.names is not None and t.names.spellings]
+    return _with_names(base, named) if named else base
+
+
+def _regex_part(terminal: TerminalDef) -> TerminalDef | None:
+    """The part of `terminal` a regex spells: all of it, or its name set's `rest` (None: none)."""
+    if terminal.names is None:
+        return terminal
+    rest = terminal.names.rest_pattern
+    return replace(terminal, pattern=rest, flags="", names=None) if rest else None
+
+
+@functools.lru_cache(maxsize=16)
+def _base_scanner(terminals: tuple[TerminalDef, ...]) -> ScannerAutomaton:
+    """The minimal union automaton of regex terminals (see `build_scanner`)."""
     parts: list[tuple[int, ByteDFA]] = []
     for terminal in terminals:
-        if terminal.name in exclude:
-            continue
         dfa = _terminal_dfa(terminal)
         if dfa.start != DEAD:
             parts.append((terminal.index, dfa))
@@ -223,6 +249,66 @@ def build_scanner(
     # Every part state is live (parts are minimal), so a union state's live set is its parts.
     live = tuple(frozenset(parts[i][0] for i, _ in keys[old]) for old in kept)
     return ScannerAutomaton(0, len(kept), transitions, tuple(accepts[old] for old in kept), live)
+
+
+def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> ScannerAutomaton:
+    """`base` with the terminals spelled from names added (see `build_scanner`).
+
+    A state is (base state or -1, per named terminal a set of positions of its name automaton);
+    with no position left it *is* the base state (same id, same row: the base's states and rows
+    come first, unchanged), otherwise it gets the next id, breadth first from the start in byte
+    order, so the numbering is a function of the terminals alone. A row is the base state's
+    row with the bytes that move some name position overridden."""
+    automata = [t.names.automaton for t in named]  # type: ignore[union-attr]
+    slots = range(len(automata))
+    bits = [frozenset((t.index,)) for t in named]
+    nothing: frozenset[int] = frozenset()
+    dead_row = array("i", [DEAD]) * 256
+    base_table = base.transitions
+    table = array("i", base_table)
+    accepts = list(base.accepts)
+    live = list(base.live)
+    start_key = (base.start, tuple(a.start for a in automata))
+    ids = {start_key: base.num_states}
+    keys = [start_key]
+    for b, positions in keys:  # grows while iterating: breadth first
+        if len(keys) > MAX_NAME_STATES:
+            raise LexiconError(
+                f"the names of {', '.join(t.name for t in named)} need more than "
+                f"{MAX_NAME_STATES} scanner states for their spellings: let the role see fewer "
+                "tables or columns"
+            )
+        row = base_table[b << 8 : (b + 1) << 8] if b >= 0 else dead_row[:]
+        accepted = set(base.accepts[b]) if b >= 0 else set()
+        alive = set(base.live[b]) if b >= 0 else set()
+        moved: dict[int, dict[int, set[int]]] = {}  # byte -> slot -> positions after it
+        for k in slots:
+            here = positions[k]
+            if not here:
+                continue
+            alive |= bits[k]
+            automaton = automata[k]
+            moves, closure, accepting = automaton.moves, automaton.closure, automaton.accepting
+            for p in here:
+                if accepting[p]:
+                    accepted |= bits[k]
+                for byte, target in moves[p].items():
+                    moved.setdefault(byte, {}).setdefault(k, set()).update(closure[target])
+        for byte in sorted(moved):
+            after = moved[byte]
+            key = (
+                base_table[(b << 8) | byte] if b >= 0 else DEAD,
+                tuple(frozenset(after[k]) if k in after else nothing for k in slots),
+            )
+            target = ids.get(key)
+            if target is None:
+                target = ids[key] = base.num_states + len(keys)
+                keys.append(key)
+            row[byte] = target
+        table.extend(row)
+        accepts.append(frozenset(accepted))
+        live.append(frozenset(alive))
+    return ScannerAutomaton(base.num_states, len(accepts), table, tuple(accepts), tuple(live))
 
 
 def _terminal_dfa(terminal: TerminalDef) -> ByteDFA:

@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Generator
 from typing import NamedTuple
 
+import numpy as np
+
 from gridrail.errors import GridrailError
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.parse.stack import StackNode
@@ -199,28 +201,46 @@ class Completer:
 
 
 def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
-    """Per terminal, the shortest string the scanner reads back as it (when not ignored)."""
+    """Per terminal, the shortest string the scanner reads back as it (when not ignored).
+
+    Breadth first over the scanner, one level (string length) at a time with the whole level
+    stepped at once: a level's successors in (parent, byte) order, first occurrences kept, so
+    each state is first reached by its shortest, then smallest, string — as a FIFO walk in
+    byte order finds them. Stops once every terminal has its string."""
     compiled = oracle.compiled
-    trans, _, accept = oracle.scanner_tables()
-    start = compiled.scanner.start
+    scanner = compiled.scanner
+    table = np.frombuffer(scanner.transitions, dtype=f"i{scanner.transitions.itemsize}")
+    table = table.reshape(scanner.num_states, 256)
+    accept = scanner.accept_mask
+    wanted = sum(1 << t.index for t in compiled.grammar.terminals) & ~sum(
+        1 << compiled.grammar.terminal(name).index for name in compiled.grammar.declared
+    )
     found: dict[int, bytes] = {}
-    seen = {start}
-    queue: deque[tuple[int, bytes]] = deque([(start, b"")])
-    while queue:  # BFS: each state is first reached by its shortest (then smallest) string
-        state, path = queue.popleft()
-        for byte in range(256):
-            nxt = trans[state * 256 + byte]
-            if nxt < 0 or nxt in seen:
-                continue
-            seen.add(nxt)
-            text = path + bytes((byte,))
-            candidates = accept[nxt]
+    seen = np.zeros(scanner.num_states, dtype=bool)
+    seen[scanner.start] = True
+    paths = {scanner.start: b""}
+    level = np.array([scanner.start], dtype=np.int64)
+    while level.size and any((wanted >> t) & 1 and t not in found for t in _bits(wanted)):
+        targets = table[level].reshape(-1)  # parent-major, then byte order
+        order = np.flatnonzero(targets >= 0)
+        states, first = np.unique(targets[order], return_index=True)
+        fresh = ~seen[states]
+        states, first = states[fresh], order[first[fresh]]
+        by_discovery = np.argsort(first, kind="stable")
+        states, first = states[by_discovery], first[by_discovery]
+        seen[states] = True
+        next_paths = {}
+        for state, position in zip(states.tolist(), first.tolist(), strict=True):
+            parent, byte = int(level[position >> 8]), position & 0xFF
+            text = paths[parent] + bytes((byte,))
+            next_paths[state] = text
+            candidates = accept[state]
             if candidates:
                 top = max(compiled.classes[t] for t in _bits(candidates))
                 for t in _bits(candidates):
                     if compiled.classes[t] == top:
                         found.setdefault(t, text)
-            queue.append((nxt, text))
+        paths, level = next_paths, states.astype(np.int64)
     return found
 
 

@@ -1,29 +1,32 @@
 """Schema lexicons (L3): identifier terminals restricted to the names a role may see.
 
 Each lexicon category of the grammar's catalogue (TABLE_NAME, COLUMN_NAME, FUNCTION_NAME in
-sqlite) gets a new regex: the finite set of ways to write its allowed words. Terminal indices,
-priorities and the other terminals are untouched, so lexeme boundaries stay the dialect's (the
-generic alias terminals still take the longest identifier) and only *which* names can be this
-terminal changes. The mask, the specification and the parser all see one ordinary grammar.
+sqlite) gets a name set (`gridrail.grammar.names.NameSet`): the finite set of ways to write its
+allowed words. Terminal indices, priorities and the other terminals are untouched, so lexeme
+boundaries stay the dialect's (the generic alias terminals still take the longest identifier)
+and only *which* names can be this terminal changes. The mask, the specification and the parser
+all see one ordinary grammar; the scanner builds the names as tries, never as a regex.
 
 A word is written
   - bare, if the dialect lets an unquoted name denote it (PostgreSQL: only lower-case names),
     the category's L1 regex spells it, and no terminal of a higher class (a reserved keyword)
     takes the same text; ASCII case is free where the dialect ignores or folds it;
   - quoted, in each of the dialect's quote styles (case free where the dialect ignores it).
-Precondition W_c ⊆ R_c (paper §2) is then *checked*, not assumed: the new regex's language must
-be inside the L1 terminal's (a DFA inclusion test), and every word must have at least one form —
-a name that cannot be written raises LexiconError naming it, never disappears silently.
+Precondition W_c ⊆ R_c (paper §2) is then *checked*, not assumed: every spelling, in every case
+the name set allows, must be in the L1 terminal's language (a walk of the tries against its
+DFA), and every word must have at least one form — a name that cannot be written raises
+LexiconError naming it, never disappears silently.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, replace
 
-from gridrail.errors import LexiconError, RegexTooLargeError
+from gridrail.errors import LexiconError
 from gridrail.grammar.dfa import ByteDFA, compile_regex
 from gridrail.grammar.model import Grammar, TerminalDef
+from gridrail.grammar.names import NameSet
+from gridrail.grammar.regex_syntax import leading_exclusion
 from gridrail.policy.constructs import ConstructCatalogue, LexiconCategory
 from gridrail.policy.dialect import IdentifierRules
 from gridrail.policy.view import SchemaView
@@ -31,11 +34,13 @@ from gridrail.policy.view import SchemaView
 
 @dataclass(frozen=True)
 class Lexicon:
-    """The words of one category and the regex its terminal now has."""
+    """The words of one category and what its terminal now spells (`names`; None in a
+    lexicon read back from an archive, which keeps the regex text only)."""
 
     category: LexiconCategory
     words: tuple[str, ...]
-    pattern: str  # "" when there are no words: the terminal can never be produced
+    pattern: str  # the name set's regex text; "" when there are no words: never produced
+    names: NameSet | None = None
 
 
 def build_lexicons(
@@ -56,9 +61,9 @@ def build_lexicons(
 def apply_lexicons(grammar: Grammar, lexicons: tuple[Lexicon, ...]) -> Grammar:
     """`grammar` with each lexicon's terminal regex replaced. A category with no word at all
     loses every production that needs it (reduce the result before use)."""
-    by_terminal = {lex.category.terminal: lex for lex in lexicons}
+    by_terminal = {lex.category.terminal: lex.names for lex in lexicons if lex.names}
     terminals = tuple(
-        _with_pattern(t, by_terminal[t.name].pattern) if t.name in by_terminal else t
+        _with_names(t, by_terminal[t.name]) if t.name in by_terminal else t
         for t in grammar.terminals
     )
     empty = {lex.category.terminal for lex in lexicons if not lex.words}
@@ -71,8 +76,8 @@ def apply_lexicons(grammar: Grammar, lexicons: tuple[Lexicon, ...]) -> Grammar:
     )
 
 
-def _with_pattern(terminal: TerminalDef, pattern: str) -> TerminalDef:
-    return replace(terminal, pattern=pattern, flags="", is_literal=False)
+def _with_names(terminal: TerminalDef, names: NameSet) -> TerminalDef:
+    return replace(terminal, pattern=names.pattern, flags="", is_literal=False, names=names)
 
 
 def _words(category: LexiconCategory, view: SchemaView) -> tuple[str, ...] | None:
@@ -99,96 +104,65 @@ def _lexicon(
     l1 = grammar.terminal(category.terminal)
     l1_dfa = compile_regex(l1.pattern, l1.flags)
     if category.words == "functions":  # SQL function names ignore case in every dialect
-        forms = [_regex(w, ignore_case=True) for w in words]
+        names = NameSet(folded=words, suffix=category.suffix)
     else:
         shadows = _higher_class_dfas(grammar, l1)
-        forms = []
+        exact: list[str] = []
+        folded: list[str] = []
         for word in words:
-            word_forms = _identifier_forms(word, rules, l1_dfa, shadows)
-            if not word_forms:
+            written = _identifier_forms(word, rules, l1_dfa, shadows, exact, folded)
+            if not written:
                 raise LexiconError(
                     f"{category.terminal} {word!r} cannot be written: no bare or quoted form of "
                     f"it is a {category.terminal} lexeme of the grammar"
                 )
-            forms.extend(word_forms)
-    pattern = "(?:" + "|".join(forms) + ")" + category.suffix
-    try:
-        spelled = compile_regex(pattern)
-    except RegexTooLargeError as too_large:
-        raise LexiconError(
-            f"the {category.terminal} lexicon of {len(words)} names ({len(forms)} spellings) "
-            f"is too large for the scanner: {too_large.bound}. Let the role see fewer tables "
-            "or columns (the policy's `tables` and column rules)"
-        ) from None
-    witness = _outside(spelled, l1_dfa)
+        names = NameSet(tuple(exact), tuple(folded), category.suffix)
+    witness = names.outside(l1_dfa)
     if witness is not None:
         raise LexiconError(
             f"the {category.terminal} lexicon spells {witness!r}, which the grammar's "
             f"{category.terminal} regex does not accept (W_c ⊆ R_c fails)"
         )
-    return Lexicon(category, words, pattern)
+    return Lexicon(category, words, names.pattern, names)
 
 
 def _identifier_forms(
-    word: str, rules: IdentifierRules, l1_dfa: ByteDFA, shadows: tuple[ByteDFA, ...]
-) -> list[str]:
-    forms = []
+    word: str,
+    rules: IdentifierRules,
+    l1_dfa: ByteDFA,
+    shadows: tuple[ByteDFA, ...],
+    exact: list[str],
+    folded: list[str],
+) -> int:
+    """Append the spellings of `word` to `exact` / `folded` (by whether case is free); return
+    how many it has."""
+    before = len(exact) + len(folded)
     bare = word.encode("utf-8")
     if (
         rules.bare_may_denote(word)
         and l1_dfa.fullmatch(bare)
         and not any(d.fullmatch(bare) for d in shadows)
     ):
-        forms.append(_regex(word, ignore_case=rules.case_insensitive or rules.folds_unquoted))
+        (folded if rules.case_insensitive or rules.folds_unquoted else exact).append(word)
     for style in rules.quote_styles:
         quoted = style.quote(word)
         if quoted is not None and l1_dfa.fullmatch(quoted.encode("utf-8")):
-            forms.append(_regex(quoted, ignore_case=rules.case_insensitive))
-    return forms
+            (folded if rules.case_insensitive else exact).append(quoted)
+    return len(exact) + len(folded) - before
 
 
 def _higher_class_dfas(grammar: Grammar, terminal: TerminalDef) -> tuple[ByteDFA, ...]:
-    """Terminals whose lexemes shadow `terminal`'s (reserved keywords): a bare word they match
-    is never `terminal`, so it must be written quoted."""
+    """The lexemes of the terminals that shadow `terminal`'s (reserved keywords): a bare word
+    they match is never `terminal`, so it must be written quoted. One automaton for all of
+    them (a word is checked once, not once per keyword), apart from those with a leading
+    ``(?!...)``, which a regex can only have at its start."""
     rank = (terminal.priority, terminal.is_literal)
-    return tuple(
-        compile_regex(t.pattern, t.flags)
+    higher = [
+        t
         for t in grammar.terminals
         if (t.priority, t.is_literal) > rank and t.name not in grammar.declared
-    )
-
-
-def _regex(text: str, ignore_case: bool) -> str:
-    """`text` as a regex matching it exactly (ASCII letters either case if `ignore_case`)."""
-    out = []
-    for ch in text:
-        if ignore_case and ch.isascii() and ch.isalpha():
-            out.append(f"[{ch.lower()}{ch.upper()}]")
-        elif ch.isascii() and not ch.isalnum():
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _outside(inner: ByteDFA, outer: ByteDFA) -> str | None:
-    """A shortest string of `inner`'s language that `outer` rejects (None: inclusion holds)."""
-    if inner.start < 0:
-        return None
-    t_in, t_out = inner.transitions, outer.transitions
-    seen = {(inner.start, outer.start): b""}
-    queue = deque([(inner.start, outer.start)])
-    while queue:
-        p, q = queue.popleft()
-        path = seen[(p, q)]
-        if inner.accepting[p] and (q < 0 or not outer.accepting[q]):
-            return path.decode("utf-8", "backslashreplace")
-        for byte in range(256):
-            p2 = t_in[(p << 8) | byte]
-            if p2 < 0:
-                continue
-            q2 = t_out[(q << 8) | byte] if q >= 0 else -1
-            if (p2, q2) not in seen:
-                seen[(p2, q2)] = path + bytes((byte,))
-                queue.append((p2, q2))
-    return None
+    ]
+    plain = [t for t in higher if not leading_exclusion(t.pattern, t.flags)]
+    options = "|".join(f"(?{t.flags}:{t.pattern})" for t in plain)
+    alone = [compile_regex(t.pattern, t.flags) for t in higher if t not in plain]
+    return (compile_regex(options), *alone) if plain else tuple(alone)

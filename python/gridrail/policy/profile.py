@@ -29,12 +29,12 @@ import re
 from dataclasses import dataclass, replace
 
 from gridrail.errors import GrammarError, PolicyError, UsageError
-from gridrail.grammar.dfa import compile_regex
+from gridrail.grammar.dfa import compile_regex, outside
 from gridrail.grammar.model import Grammar, TerminalDef
+from gridrail.grammar.names import NameSet
 from gridrail.grammar.regex_syntax import leading_exclusion
 from gridrail.policy.constructs import ConstructCatalogue, GenerationSurface
 from gridrail.policy.lexicon import Lexicon
-from gridrail.policy.lexicon import _outside as outside_language
 
 REFUSED = "REFUSED_"  # prefix of the twins' names
 
@@ -112,8 +112,7 @@ def apply_profile(
         )
     narrowed = _narrowed_patterns(grammar, surface, profile, lexicons)
     terminals = [
-        replace(t, pattern=narrowed[t.name], flags="") if t.name in narrowed else t
-        for t in grammar.terminals
+        _narrowed(t, narrowed[t.name]) if t.name in narrowed else t for t in grammar.terminals
     ]
     twins = [_twin(grammar.terminal(name)) for name in narrowed]
     twins.append(_terminator_twin(grammar, surface.terminator))
@@ -131,32 +130,34 @@ def apply_profile(
     return replace(grammar, terminals=tuple(terminals), ignored=ignored, productions=productions)
 
 
+def _narrowed(terminal: TerminalDef, language: str | NameSet) -> TerminalDef:
+    if isinstance(language, NameSet):
+        return replace(terminal, pattern=language.pattern, flags="", names=language)
+    return replace(terminal, pattern=language, flags="", names=None)
+
+
 def _narrowed_patterns(
     grammar: Grammar,
     surface: GenerationSurface,
     profile: GenerationProfile,
     lexicons: tuple[Lexicon, ...],
-) -> dict[str, str]:
-    """The new regex of every terminal the profile narrows, each checked to spell only what
-    the terminal spelled before."""
-    patterns = {surface.layout: profile.layout}
+) -> dict[str, str | NameSet]:
+    """The new language (a regex, or a name set where names are spelled) of every terminal
+    the profile narrows, each checked to spell only what the terminal spelled before."""
+    patterns: dict[str, str | NameSet] = {surface.layout: profile.layout}
     for name in surface.invented_names:
         length = profile.max_name_length
         patterns[name] = _unshadowed(grammar, name, profile.bare_name, length)
     for name in surface.table_aliases:
         length = profile.max_alias_length
         patterns[name] = _unshadowed(grammar, name, profile.alias_name, length)
-    tables = next((lex for lex in lexicons if lex.category.words == "tables" and lex.words), None)
-    names = profile.alias_name if tables is None else f"{tables.pattern}|{profile.alias_name}"
     for literals, length in (
         (surface.numbers, profile.max_number_length),
         (surface.strings, profile.max_string_length),
     ):
         for name in literals:
             patterns[name] = _at_most(grammar.terminal(name), length)
-    qualifier = grammar.terminal(surface.qualifier)
-    keep_out = leading_exclusion(qualifier.pattern, qualifier.flags)  # the reserved words
-    patterns[surface.qualifier] = f"{keep_out}(?:{names}){surface.qualifier_suffix}"
+    patterns[surface.qualifier] = _qualifier(grammar, surface, profile, lexicons)
     for name in surface.openings:
         if name in grammar.declared:  # an empty lexicon (a role that may call no function)
             continue
@@ -167,13 +168,21 @@ def _narrowed_patterns(
                 f"{surface.opening_suffix!r}",
                 source=grammar.name,
             )
+        if terminal.names is not None:  # a function lexicon: the same names, the new suffix
+            patterns[name] = replace(terminal.names, suffix=r" ?\(")
+            continue
         word = terminal.pattern[: -len(surface.opening_suffix)]
         patterns[name] = _group(word, terminal.flags) + r" ?\("
-    for name, pattern in patterns.items():
+    for name, language in patterns.items():
         before = grammar.terminal(name)
-        witness = outside_language(
-            compile_regex(pattern), compile_regex(before.pattern, before.flags)
-        )
+        before_dfa = compile_regex(before.pattern, before.flags)
+        if isinstance(language, NameSet):
+            witness = language.outside(before_dfa)
+            rest = language.rest_pattern
+            if witness is None and rest:
+                witness = outside(compile_regex(rest), before_dfa)
+        else:
+            witness = outside(compile_regex(language), before_dfa)
         if witness is not None:
             raise GrammarError(
                 f"the generation profile's {name} spells {witness!r}, which the grammar's {name} "
@@ -181,6 +190,40 @@ def _narrowed_patterns(
                 source=grammar.name,
             )
     return patterns
+
+
+def _qualifier(
+    grammar: Grammar,
+    surface: GenerationSurface,
+    profile: GenerationProfile,
+    lexicons: tuple[Lexicon, ...],
+) -> str | NameSet:
+    """A table the role sees (its lexicon's spellings) or an alias, then the qualifier's
+    suffix; the spellings the qualifier could not take before (its reserved words) are left
+    out, as its leading exclusion leaves them out of the alias."""
+    qualifier = grammar.terminal(surface.qualifier)
+    keep_out = leading_exclusion(qualifier.pattern, qualifier.flags)  # the reserved words
+    tables = next(
+        (lex.names for lex in lexicons if lex.category.words == "tables" and lex.names), None
+    )
+    if tables is None:
+        return f"{keep_out}(?:{profile.alias_name}){surface.qualifier_suffix}"
+    before = compile_regex(qualifier.pattern, qualifier.flags)
+    suffix = compile_regex(surface.qualifier_suffix)
+
+    def takes(spelling: str) -> bool:  # the final check (the caller's) sees every case
+        return all(
+            outside(suffix, before, before.run(s.encode())) is None
+            for s in (spelling, spelling.upper())
+        )
+
+    return NameSet(
+        tuple(filter(takes, tables.exact)),
+        tuple(filter(takes, tables.folded)),
+        surface.qualifier_suffix,
+        rest=profile.alias_name,
+        exclusion=keep_out,
+    )
 
 
 def _twin(terminal: TerminalDef) -> TerminalDef:

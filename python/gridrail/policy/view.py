@@ -55,14 +55,20 @@ class SchemaView:
 
     def columns(self, table: Table) -> tuple[Column, ...]:
         """Columns of a visible table that the role may see."""
-        return tuple(c for c in table.columns if self.may_see_column(table.name, c.name))
+        if not self.may_see_table(table.name):
+            return ()
+        rule = self._column_rule(table.name)
+        if rule is None:
+            return tuple(table.columns)
+        return tuple(c for c in table.columns if self._allows(rule, c.name))
 
     def may_see_column(self, table_name: str, column_name: str) -> bool:
         if not self.may_see_table(table_name):
             return False
         rule = self._column_rule(table_name)
-        if rule is None:
-            return True
+        return rule is None or self._allows(rule, column_name)
+
+    def _allows(self, rule: ColumnRule, column_name: str) -> bool:
         key = self.schema.rules.catalog_key
         column = key(column_name)
         if rule.allow is not None and all(key(c) != column for c in rule.allow):
