@@ -210,13 +210,16 @@ def _merged(
 ) -> tuple[list[dict[int, int]], list[bool], list[int]]:
     """The trie with equivalent nodes merged — the same end flag and the same moves to merged
     nodes — so that spellings share their endings as they share their beginnings (`_id`, `_7`,
-    a closing quote): the minimal acyclic automaton, in time linear in the trie. Children are
+    a closing quote): the minimal acyclic automaton, in time linear in the trie. The spellings
+    were inserted sorted, so every node's moves are in one byte order (a folded letter's two
+    cases together), and equal nodes have equal signatures. Children are
     numbered after their parents, so one pass from the last node up finds every class; the
     classes are then numbered in the order their first node appears (deterministic)."""
     classes: dict[tuple[object, ...], int] = {}
     class_of = [0] * len(moves)
     for node in range(len(moves) - 1, -1, -1):
-        signature = (ends[node], *sorted((b, class_of[c]) for b, c in moves[node].items()))
+        # children were added in byte order (sorted spellings), so items() needs no sort
+        signature = (ends[node], *((b, class_of[c]) for b, c in moves[node].items()))
         class_of[node] = classes.setdefault(signature, len(classes))
     number: dict[int, int] = {}
     first: list[int] = []

@@ -95,7 +95,10 @@ class Schema:
         Column order is part of the language (`SELECT *`), table order is not; the row keys
         decide what `rowid` binds to and the DDL what the SQLite judge prepares against, so both
         are in; `source` is left out, so one catalog read through two paths or DSNs fingerprints
-        alike."""
+        alike. Computed once (a schema is immutable)."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is not None:
+            return cached
         doc = {
             "format": _FINGERPRINT_FORMAT,
             "dialect": self.dialect,
@@ -112,7 +115,9 @@ class Schema:
             "ddl": sorted(self.ddl),
         }
         text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
-        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        cached = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        object.__setattr__(self, "_fingerprint", cached)
+        return cached
 
     @classmethod
     def from_tables(cls, dialect: str, tables: Mapping[str, Sequence[str]]) -> Schema:
