@@ -1,9 +1,10 @@
 """The genN scanner normal form: the cross-family (T2) cache key of a walk, and the walk with its
 scanner states numbered canonically (paper §4.3, "The cross-family tier").
 
-T1 keys name scanner states by id, and ids are private to one scanner: every lexicon compiles to
-its own union scanner, so role languages over different tables or schemas share no T1 entry —
-not even inside a number or a string. T2 keys name the states by what they are
+T1 keys name scanner states by id, and ids are private to one scanner: every lexicon gives its
+own scanner (the role's base scanner times its names, `gridrail.grammar.scanner`), and T1 caches
+are per language, so role languages over different tables or schemas share no T1 entry — not
+even inside a number or a string. T2 keys name the states by what they are
 (`ScannerAutomaton.identity`), so that all role languages of one dialect share entries wherever
 no lexicon can be consulted.
 
@@ -41,15 +42,19 @@ only on the key holding everything the walk reads.
 `KeyMaker.lexicon_visible` is its negation). A is not part of it — A is part of the key, on T.
   - It makes keys coincide across lexicons. The non-lexicon terminals are the same in every role
     language of a dialect (projections drop productions; lexicons replace only the category
-    terminals' regexes; terminal numbering is frozen at L1). A union-scanner state is the set of
-    (terminal, terminal-DFA state) pairs still alive, and its future is theirs; with no lexicon
-    terminal live at q, those are non-lexicon pairs, the same in every scanner of the family, so
-    the sub-automata reachable from q accept the same labelled language; each is minimal (the
-    reachable part of a minimal automaton is), minimal automata of one language are
-    isomorphic, and so they have one canonical encoding. p's accept set and V ∩ T avoid lexicon
-    terminals too (T ∩ LEX = ∅ is exactly the guard): no field of the key sees a lexicon, and
-    neither does the walk — whatever A holds, its lexicon terminals lie outside T, and (R1)–(R4)
-    read V on T only.
+    terminals' definitions, by name sets; terminal numbering is frozen at L1). A scanner state
+    is the set of (terminal, terminal-automaton state) pairs still alive, and its future is
+    theirs; with no lexicon terminal live at q, those are non-lexicon pairs, the same in every
+    scanner of the family, so the sub-automata reachable from q accept the same labelled
+    language. Where q is a state of the base scanner (minimal; the product with the names adds
+    states only where some name is live) its reachable part is minimal, minimal automata of one
+    language are isomorphic, and so they have one canonical encoding. (Elsewhere — a state
+    where only a non-lexicon terminal spelled from names is live, the profile's qualifier after
+    a table's dot — the product is not minimized, so two scanners may encode one language
+    differently: fewer shared entries, never a wrong one, since equal keys mean equal walks.)
+    p's accept set and V ∩ T avoid lexicon terminals too (T ∩ LEX = ∅ is exactly the guard): no
+    field of the key sees a lexicon, and neither does the walk — whatever A holds, its lexicon
+    terminals lie outside T, and (R1)–(R4) read V on T only.
   - It is the composition rule (Proposition 6) for T2. A T2 entry may be served where A meets
     LEX — an identifier position in T1's terms (`KeyMaker.is_identifier_position`), e.g. inside
     a number or a string literal in an expression, where a column could also have stood. That
