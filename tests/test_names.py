@@ -32,8 +32,8 @@ def _accepts(names: NameSet, data: bytes) -> bool:
     automaton = names.automaton
     positions = automaton.start
     for byte in data:
-        positions = automaton.step(positions, byte)
-    return any(automaton.accepting[p] for p in positions)
+        positions = automaton.successors(positions).get(byte, frozenset())
+    return automaton.accepts(positions)
 
 
 @settings(max_examples=150, deadline=None)

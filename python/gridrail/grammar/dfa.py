@@ -11,7 +11,7 @@ import functools
 import itertools
 from array import array
 from collections import defaultdict, deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from gridrail.errors import RegexTooLargeError
 from gridrail.grammar.regex_syntax import (
@@ -505,20 +505,38 @@ def outside(inner: ByteDFA, outer: ByteDFA, outer_state: int | None = None) -> s
     with `outer_state`, that `outer` rejects when read from that state (-1: dead)."""
     if inner.start < 0:
         return None
+    table = inner.transitions
+
+    def moves(p: int) -> Iterable[tuple[int, int]]:
+        row = p << 8
+        return ((b, t) for b in range(256) if (t := table[row | b]) >= 0)
+
+    return shortest_outside((inner.start,), moves, inner.accepting, outer, outer_state)
+
+
+def shortest_outside(
+    starts: Iterable[int],
+    moves: Callable[[int], Iterable[tuple[int, int]]],
+    accepting: Sequence[bool],
+    outer: ByteDFA,
+    outer_state: int | None = None,
+) -> str | None:
+    """A shortest string an automaton accepts and `outer` rejects (read from `outer_state`,
+    default its start; -1: dead), None if there is none. The automaton is given by its start
+    positions, `moves(p)` (the (byte, position) pairs out of p) and `accepting`: a DFA, or an
+    NFA whose positions are each deterministic — breadth first over (position, outer state)
+    pairs, each reached by the strings that reach both."""
     start = outer.start if outer_state is None else outer_state
-    t_in, t_out = inner.transitions, outer.transitions
-    seen = {(inner.start, start): b""}
-    queue = deque([(inner.start, start)])
+    table = outer.transitions
+    seen = {(p, start): b"" for p in starts}
+    queue = deque(seen)
     while queue:
         p, q = queue.popleft()
         path = seen[(p, q)]
-        if inner.accepting[p] and (q < 0 or not outer.accepting[q]):
+        if accepting[p] and (q < 0 or not outer.accepting[q]):
             return path.decode("utf-8", "backslashreplace")
-        for byte in range(256):
-            p2 = t_in[(p << 8) | byte]
-            if p2 < 0:
-                continue
-            q2 = t_out[(q << 8) | byte] if q >= 0 else -1
+        for byte, p2 in moves(p):
+            q2 = table[(q << 8) | byte] if q >= 0 else -1
             if (p2, q2) not in seen:
                 seen[(p2, q2)] = path + bytes((byte,))
                 queue.append((p2, q2))

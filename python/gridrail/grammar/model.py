@@ -195,6 +195,16 @@ class Grammar:
             object.__setattr__(self, "_by_name", cache)
         return cache
 
+    def shadowing(self, terminal: TerminalDef) -> tuple[TerminalDef, ...]:
+        """The scanned terminals of a higher shadowing class than `terminal` (docs/semantics.md:
+        on a lexeme both match, they win): a reserved keyword over an identifier."""
+        rank = (terminal.priority, terminal.is_literal)
+        return tuple(
+            t
+            for t in self.terminals
+            if (t.priority, t.is_literal) > rank and t.name not in self.declared
+        )
+
     def is_terminal(self, symbol: str) -> bool:
         return symbol in self._terminals_by_name
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cached_property
 
-from gridrail.grammar.dfa import ByteDFA, compile_regex
+from gridrail.grammar.dfa import ByteDFA, compile_regex, shortest_outside
 
 NAMES_ENCODING = "gridrail-names-v1"  # bump when `as_json` changes meaning
 
@@ -38,7 +37,6 @@ class NameSet:
     suffix: str = ""
     rest: str = ""
     exclusion: str = ""
-    _automaton: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Sorted and distinct, so that equal sets have one text (and one fingerprint).
@@ -102,12 +100,10 @@ class NameSet:
         suffix, rest, exclusion = texts
         return cls(tuple(exact), tuple(folded), suffix, rest, exclusion)  # type: ignore[arg-type]
 
-    @property
+    @cached_property
     def automaton(self) -> NameAutomaton:
         """The spellings and suffix as an automaton (built once, on first use)."""
-        if not self._automaton:
-            self._automaton.append(NameAutomaton.of(self))
-        return self._automaton[0]
+        return NameAutomaton.of(self)
 
     def outside(self, dfa: ByteDFA) -> str | None:
         """A name-spelled lexeme (`rest` aside) that `dfa` rejects, None if every one is in its
@@ -173,36 +169,24 @@ class NameAutomaton:
         start = frozenset(q for root in roots for q in closure[root])
         return cls(tuple(moves), tuple(closure), tuple(accepting), start)
 
-    def step(self, positions: frozenset[int], byte: int) -> frozenset[int]:
-        out: set[int] = set()
+    def successors(self, positions: frozenset[int]) -> dict[int, frozenset[int]]:
+        """Per byte that moves some position, the positions after it (in byte order)."""
+        after: dict[int, set[int]] = {}
         for p in positions:
-            target = self.moves[p].get(byte)
-            if target is not None:
-                out.update(self.closure[target])
-        return frozenset(out)
+            for byte, target in self.moves[p].items():
+                after.setdefault(byte, set()).update(self.closure[target])
+        return {byte: frozenset(after[byte]) for byte in sorted(after)}
+
+    def accepts(self, positions: frozenset[int]) -> bool:
+        return any(self.accepting[p] for p in positions)
 
     def outside(self, dfa: ByteDFA) -> str | None:
-        """A shortest accepted string that `dfa` rejects (None: inclusion holds). Breadth first
-        over (position, DFA state) pairs: positions are deterministic, so each pair is reached
-        by the strings that reach both."""
-        seen: dict[tuple[int, int], bytes] = {}
-        queue: deque[tuple[int, int]] = deque()
-        for p in sorted(self.start):
-            seen[(p, dfa.start)] = b""
-            queue.append((p, dfa.start))
-        table = dfa.transitions
-        while queue:
-            p, q = queue.popleft()
-            path = seen[(p, q)]
-            if self.accepting[p] and (q < 0 or not dfa.accepting[q]):
-                return path.decode("utf-8", "backslashreplace")
-            for byte, target in self.moves[p].items():
-                q2 = table[(q << 8) | byte] if q >= 0 else -1
-                for p2 in self.closure[target]:
-                    if (p2, q2) not in seen:
-                        seen[(p2, q2)] = path + bytes((byte,))
-                        queue.append((p2, q2))
-        return None
+        """A shortest accepted string that `dfa` rejects (None: inclusion holds)."""
+
+        def moves(p: int) -> Iterable[tuple[int, int]]:
+            return ((b, p2) for b, t in self.moves[p].items() for p2 in self.closure[t])
+
+        return shortest_outside(sorted(self.start), moves, self.accepting, dfa)
 
 
 def _merged(

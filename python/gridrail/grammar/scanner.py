@@ -281,24 +281,21 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
         row = base_table[b << 8 : (b + 1) << 8] if b >= 0 else dead_row[:]
         accepted = set(base.accepts[b]) if b >= 0 else set()
         alive = set(base.live[b]) if b >= 0 else set()
-        moved: dict[int, dict[int, set[int]]] = {}  # byte -> slot -> positions after it
+        moved: dict[int, dict[int, frozenset[int]]] = {}  # byte -> slot -> positions after it
         for k in slots:
             here = positions[k]
             if not here:
                 continue
             alive |= bits[k]
-            automaton = automata[k]
-            moves, closure, accepting = automaton.moves, automaton.closure, automaton.accepting
-            for p in here:
-                if accepting[p]:
-                    accepted |= bits[k]
-                for byte, target in moves[p].items():
-                    moved.setdefault(byte, {}).setdefault(k, set()).update(closure[target])
+            if automata[k].accepts(here):
+                accepted |= bits[k]
+            for byte, after in automata[k].successors(here).items():
+                moved.setdefault(byte, {})[k] = after
         for byte in sorted(moved):
             after = moved[byte]
             key = (
                 base_table[(b << 8) | byte] if b >= 0 else DEAD,
-                tuple(frozenset(after[k]) if k in after else nothing for k in slots),
+                tuple(after.get(k, nothing) for k in slots),
             )
             target = ids.get(key)
             if target is None:

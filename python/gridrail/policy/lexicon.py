@@ -156,12 +156,7 @@ def _higher_class_dfas(grammar: Grammar, terminal: TerminalDef) -> tuple[ByteDFA
     they match is never `terminal`, so it must be written quoted. One automaton for all of
     them (a word is checked once, not once per keyword), apart from those with a leading
     ``(?!...)``, which a regex can only have at its start."""
-    rank = (terminal.priority, terminal.is_literal)
-    higher = [
-        t
-        for t in grammar.terminals
-        if (t.priority, t.is_literal) > rank and t.name not in grammar.declared
-    ]
+    higher = grammar.shadowing(terminal)
     plain = [t for t in higher if not leading_exclusion(t.pattern, t.flags)]
     options = "|".join(f"(?{t.flags}:{t.pattern})" for t in plain)
     alone = [compile_regex(t.pattern, t.flags) for t in higher if t not in plain]

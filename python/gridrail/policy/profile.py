@@ -211,15 +211,12 @@ def _qualifier(
     before = compile_regex(qualifier.pattern, qualifier.flags)
     suffix = compile_regex(surface.qualifier_suffix)
 
-    def takes(spelling: str) -> bool:  # the final check (the caller's) sees every case
-        return all(
-            outside(suffix, before, before.run(s.encode())) is None
-            for s in (spelling, spelling.upper())
-        )
+    def takes(*cases: str) -> bool:  # the final check (the caller's) sees every case
+        return all(outside(suffix, before, before.run(s.encode())) is None for s in cases)
 
     return NameSet(
-        tuple(filter(takes, tables.exact)),
-        tuple(filter(takes, tables.folded)),
+        tuple(s for s in tables.exact if takes(s)),
+        tuple(s for s in tables.folded if takes(s, s.upper())),
         surface.qualifier_suffix,
         rest=profile.alias_name,
         exclusion=keep_out,
@@ -248,17 +245,11 @@ def _unshadowed(grammar: Grammar, name: str, bare: str, length: int) -> str:
     `length` characters that a keyword takes: at full length such a word can be neither
     extended nor be this terminal (the keyword shadows it), so allowing its prefix would be a
     dead end (`... FROM t AND` with aliases of 3 characters)."""
-    terminal = grammar.terminal(name)
-    rank = (terminal.priority, terminal.is_literal)
     words = sorted(
         {
             t.pattern.lower()
-            for t in grammar.terminals
-            if t.is_literal
-            and (t.priority, t.is_literal) > rank
-            and t.name not in grammar.declared
-            and len(t.pattern) == length
-            and re.fullmatch(bare, t.pattern)
+            for t in grammar.shadowing(grammar.terminal(name))
+            if t.is_literal and len(t.pattern) == length and re.fullmatch(bare, t.pattern)
         }
     )
     if not words:
