@@ -136,17 +136,10 @@ impl ScanTable {
 
     /// Validate a table given as native-endian int32 bytes (Python's `array('i').tobytes()`).
     pub fn from_ne_bytes(bytes: &[u8], accepting: &[u8]) -> Result<Self, ScanError> {
-        const WIDTH: usize = std::mem::size_of::<i32>();
-        if !bytes.len().is_multiple_of(WIDTH) {
-            return Err(ScanError::BadLength {
-                len: bytes.len(),
-                unit: "bytes",
-            });
-        }
-        let entries = bytes
-            .chunks_exact(WIDTH)
-            .map(|chunk| i32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
-            .collect();
+        let entries = ne_i32s(bytes).ok_or(ScanError::BadLength {
+            len: bytes.len(),
+            unit: "bytes",
+        })?;
         Self::new(entries, accepting)
     }
 
@@ -186,6 +179,18 @@ impl ScanTable {
             accept: accept.map(|(end, state)| (end, as_state(state))),
         })
     }
+}
+
+/// Native-endian int32 bytes (Python's `array('i').tobytes()`) as integers; None when the
+/// length is not a whole number of them.
+pub fn ne_i32s(bytes: &[u8]) -> Option<Vec<i32>> {
+    const WIDTH: usize = std::mem::size_of::<i32>();
+    bytes.len().is_multiple_of(WIDTH).then(|| {
+        bytes
+            .chunks_exact(WIDTH)
+            .map(|chunk| i32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
+            .collect()
+    })
 }
 
 fn as_state(state: usize) -> i32 {

@@ -13,12 +13,20 @@ import sys
 from array import array
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gridrail import kernels
+from gridrail.grammar import scanner as scanner_module
 from gridrail.grammar.compiled import compile_grammar
-from gridrail.grammar.model import Grammar
+from gridrail.grammar.dfa import compile_regex
+from gridrail.grammar.model import Grammar, TerminalDef
+from gridrail.grammar.names import NameSet
+from gridrail.grammar.scanner import build_scanner
+from gridrail.policy.language import role_language
+from gridrail.policy.profile import GenerationProfile
+from gridrail.policy.schema import Schema
+from test_lexicon import HR_TABLES, _policy
 
 # The scanner the parser uses for the bundled sqlite grammar.
 SCANNER = compile_grammar(Grammar.bundled("sqlite")).scanner
@@ -148,3 +156,86 @@ def test_python_reference_when_disabled() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+# -- terminals spelled from names: `name_rows` and `names_outside` against the reference ------
+
+NAME_ALPHABET = "aAbB_\"'.( é"
+NAME_SPELLINGS = st.lists(st.text(alphabet=NAME_ALPHABET, min_size=1, max_size=6), max_size=8)
+NAME_SETS = st.builds(
+    lambda exact, folded, suffix: NameSet(tuple(exact), tuple(folded), suffix),
+    NAME_SPELLINGS,
+    NAME_SPELLINGS,
+    st.sampled_from(("", r"\.", r"[ \t]*\(", "x{0}y")),
+).filter(lambda names: names.spellings > 0)
+# A base of a few regex terminals whose lexemes overlap the names' (identifiers, a dot, `(`).
+NAME_BASE = build_scanner(
+    [
+        TerminalDef("ID", 0, r"[A-Za-z_][A-Za-z0-9_]*", "", 0, False),
+        TerminalDef("DOT", 1, r"\.", "", 0, False),
+        TerminalDef("QUOTED", 2, r'"[^"]*"', "", 0, False),
+    ]
+)
+
+
+@pytest.fixture
+def rust_kernels(monkeypatch: pytest.MonkeyPatch):
+    """`gridrail.kernels` with the Rust extension in use, whatever GRIDRAIL_KERNELS says."""
+    monkeypatch.setattr(kernels, "_kernels", _rust_module())
+    monkeypatch.setattr(kernels, "KERNELS_ENABLED", True)
+    return kernels
+
+
+def _rust_module():
+    return pytest.importorskip(
+        "gridrail._kernels",
+        reason="Rust extension gridrail._kernels is not built (see tests/test_kernels.py)",
+    )
+
+
+def _as_lists(rows) -> list[list[int]]:
+    return [list(part) for part in rows]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(sets=st.lists(NAME_SETS, min_size=1, max_size=3), empty_base=st.booleans())
+def test_name_rows_equal_the_reference(rust_kernels, sets, empty_base) -> None:
+    base = build_scanner([]) if empty_base else NAME_BASE
+    automata = [names.automaton for names in sets]
+    expected = scanner_module._name_rows(base, automata, 100_000)
+    assert _as_lists(rust_kernels.name_rows(base, sets, 100_000)) == _as_lists(expected)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(names=NAME_SETS, pattern=st.sampled_from(("[A-Za-z_][A-Za-z0-9_]*", r'[ab"_]+\.?', "a|B")))
+def test_names_outside_equals_the_reference(rust_kernels, names, pattern) -> None:
+    dfa = compile_regex(pattern)
+    assert rust_kernels.names_outside(names, dfa) == names.automaton.outside(dfa)
+
+
+@pytest.mark.parametrize("role", [None, "analyst", "clerk", "admin"])
+def test_scanners_with_names_equal_bit_for_bit(rust_kernels, monkeypatch, role) -> None:
+    schema = Schema.from_tables("sqlite", {**HR_TABLES, "Quarterly Results": ["Q", "rev USD"]})
+    language, _, _ = role_language(
+        Grammar.bundled("sqlite"), _policy() if role else None, role, schema,
+        profile=GenerationProfile(),
+    )  # fmt: skip
+    terminals = [t for t in language.terminals if t.name not in language.declared]
+    rust = build_scanner(terminals)
+    monkeypatch.setattr(kernels, "KERNELS_ENABLED", False)
+    reference = build_scanner(terminals)
+    assert rust.transitions == reference.transitions
+    assert (rust.accepts, rust.live) == (reference.accepts, reference.live)
+
+
+def test_name_rows_bound_is_an_overflow_in_both(rust_kernels) -> None:
+    names = NameSet(exact=("abcdef", "abxyz"))
+    with pytest.raises(OverflowError):
+        rust_kernels.name_rows(NAME_BASE, [names], 4)
+    with pytest.raises(OverflowError):
+        scanner_module._name_rows(NAME_BASE, [names.automaton], 4)
+    assert len(rust_kernels.name_rows(NAME_BASE, [names], 9)[1]) == 9

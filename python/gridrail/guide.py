@@ -11,10 +11,12 @@ audit log it records every step.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import operator
+import threading
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -236,6 +238,20 @@ def compile(
 
     The role's language and its compiled grammar come from `registry` (default: the process-wide
     one), built once per fingerprint however many guides and threads ask for them (§6.3)."""
+    with _collector_paused():
+        return _compile(grammar, vocab, schema, policy, role, registry, catalogue, profile)
+
+
+def _compile(
+    grammar: Grammar | CompiledGrammar,
+    vocab: Vocabulary,
+    schema: Schema | None,
+    policy: Policy | None,
+    role: str | None,
+    registry: Registry | None,
+    catalogue: ConstructCatalogue | None,
+    profile: GenerationProfile | None,
+) -> Guide:
     if schema is None and policy is None and role is None and profile is None:
         dialect = grammar.grammar if isinstance(grammar, CompiledGrammar) else grammar
         if not isinstance(grammar, CompiledGrammar):
@@ -267,6 +283,33 @@ def compile(
         cache=shared_mask_cache(compiled, vocab, lexicon_fingerprint, registry),
         family_cache=shared_family_cache(grammar, vocab, registry, catalogue),
     )
+
+
+# Compiling a schema allocates hundreds of thousands of small acyclic containers (names, their
+# spellings, automaton rows); each allocation burst lets the cyclic collector traverse the whole
+# heap, schema included, again: a third of a 10,000-table compile. It is paused while any
+# compile runs and resumes (if it was on) when the last one ends; nothing is leaked, only
+# collected later.
+_collector_lock = threading.Lock()
+_collector_holds = 0
+_collector_was_enabled = False
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    global _collector_holds, _collector_was_enabled
+    with _collector_lock:
+        if _collector_holds == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _collector_holds += 1
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_holds -= 1
+            if _collector_holds == 0 and _collector_was_enabled:
+                gc.enable()
 
 
 def lexicon_signature(compiled: CompiledGrammar, lexicons: Sequence[Lexicon]) -> tuple[int, str]:

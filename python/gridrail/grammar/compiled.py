@@ -9,6 +9,12 @@ from gridrail.grammar.lalr import LalrTables, build_lalr
 from gridrail.grammar.model import Grammar
 from gridrail.grammar.reduce import reduce_grammar
 from gridrail.grammar.scanner import ScannerAutomaton, build_scanner
+from gridrail.lru import BoundedLRU
+
+# LALR tables read the start symbol, the productions and the terminals' names and numbers,
+# never the terminals' lexemes: every schema of one role language shares them (a new schema
+# pays its scanner, not its tables). Bounded by count; the newest is always kept.
+_TABLES: BoundedLRU[LalrTables] = BoundedLRU(capacity=16, capacity_bytes=1 << 62)
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,18 @@ class CompiledGrammar:
 def compile_grammar(grammar: Grammar) -> CompiledGrammar:
     """Reduce, build LALR(1) tables (GrammarConflict if not LALR(1)) and the union scanner."""
     reduced = reduce_grammar(grammar)
-    tables = build_lalr(reduced)
+    tables = _lalr_tables(reduced)
     scannable = [t for t in reduced.terminals if t.name not in reduced.declared]
     scanner = build_scanner(scannable)
     return CompiledGrammar(reduced, tables, scanner)
+
+
+def _lalr_tables(grammar: Grammar) -> LalrTables:
+    """`build_lalr(grammar)`, shared by grammars that differ only in their terminals' lexemes."""
+    key = (
+        grammar.start,
+        tuple((t.index, t.name) for t in grammar.terminals),
+        tuple((p.lhs, p.rhs) for p in grammar.productions),
+    )
+    found = _TABLES.get(key)
+    return found if found is not None else _TABLES.setdefault(key, build_lalr(grammar), 0)

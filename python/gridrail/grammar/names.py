@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
+from gridrail import kernels
 from gridrail.grammar.dfa import ByteDFA, compile_regex, shortest_outside
 
 NAMES_ENCODING = "gridrail-names-v1"  # bump when `as_json` changes meaning
@@ -101,13 +102,21 @@ class NameSet:
         return cls(tuple(exact), tuple(folded), suffix, rest, exclusion)  # type: ignore[arg-type]
 
     @cached_property
+    def suffix_dfa(self) -> ByteDFA | None:
+        """The suffix's automaton (None: no suffix)."""
+        return compile_regex(self.suffix) if self.suffix else None
+
+    @cached_property
     def automaton(self) -> NameAutomaton:
         """The spellings and suffix as an automaton (built once, on first use)."""
         return NameAutomaton.of(self)
 
     def outside(self, dfa: ByteDFA) -> str | None:
         """A name-spelled lexeme (`rest` aside) that `dfa` rejects, None if every one is in its
-        language: the W ⊆ R check of a lexicon, in time linear in the spellings."""
+        language: the W ⊆ R check of a lexicon, in time linear in the spellings (the Rust
+        kernel when enabled, else the reference `NameAutomaton.outside`)."""
+        if kernels.KERNELS_ENABLED:
+            return kernels.names_outside(self, dfa)
         return self.automaton.outside(dfa)
 
 
@@ -127,7 +136,7 @@ class NameAutomaton:
     def of(cls, names: NameSet) -> NameAutomaton:
         moves: list[dict[int, int]] = []
         ends: list[bool] = []
-        suffix = compile_regex(names.suffix) if names.suffix else None
+        suffix = names.suffix_dfa
         roots = []
         for spellings, fold in ((names.exact, False), (names.folded, True)):
             if not spellings:

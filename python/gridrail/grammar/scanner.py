@@ -37,7 +37,8 @@ from gridrail.grammar.model import TerminalDef
 from gridrail.grammar.regex_syntax import quote_pattern
 
 if TYPE_CHECKING:
-    from gridrail.kernels import ScanResult, ScanRunner
+    from gridrail.grammar.names import NameAutomaton
+    from gridrail.kernels import NameRows, ScanResult, ScanRunner
 
 IDENTITY_ENCODING = b"gridrail-scanner-state-v1"  # bump when the canonical encoding changes
 # Bounds on the union automaton (as dfa.py bounds each terminal's): terminals that are small
@@ -252,43 +253,77 @@ def _base_scanner(terminals: tuple[TerminalDef, ...]) -> ScannerAutomaton:
 
 
 def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> ScannerAutomaton:
-    """`base` with the terminals spelled from names added (see `build_scanner`).
+    """`base` with the terminals spelled from names added (see `build_scanner` and
+    `_name_rows`, which the Rust kernel computes when enabled)."""
+    from gridrail import kernels
 
-    A state is (base state or -1, per named terminal a set of positions of its name automaton);
-    with no position left it *is* the base state (same id, same row: the base's states and rows
-    come first, unchanged), otherwise it gets the next id, breadth first from the start in byte
+    name_sets = [t.names for t in named]
+    try:
+        if kernels.KERNELS_ENABLED:
+            rows = kernels.name_rows(base, name_sets, MAX_NAME_STATES)  # type: ignore[arg-type]
+        else:
+            automata = [names.automaton for names in name_sets]  # type: ignore[union-attr]
+            rows = _name_rows(base, automata, MAX_NAME_STATES)
+    except OverflowError:
+        raise LexiconError(
+            f"the names of {', '.join(t.name for t in named)} need more than "
+            f"{MAX_NAME_STATES} scanner states for their spellings: let the role see fewer "
+            "tables or columns"
+        ) from None
+    transitions, base_of, accepted, alive = rows
+    table = array("i", base.transitions)
+    table.extend(transitions)
+    # States share their label sets: one frozenset per distinct (base state, slots) pair.
+    labels: dict[tuple[int, int], frozenset[int]] = {}
+
+    def label(sets: tuple[frozenset[int], ...], b: int, slots: int) -> frozenset[int]:
+        found = labels.get((b, slots))
+        if found is None:
+            own = sets[b] if b >= 0 else frozenset()
+            found = own | {t.index for k, t in enumerate(named) if (slots >> k) & 1}
+            labels[(b, slots)] = found
+        return found
+
+    accepts = list(base.accepts)
+    accepts += (label(base.accepts, b, a) for b, a in zip(base_of, accepted, strict=True))
+    labels.clear()
+    live = list(base.live)
+    live += (label(base.live, b, a) for b, a in zip(base_of, alive, strict=True))
+    return ScannerAutomaton(base.num_states, len(accepts), table, tuple(accepts), tuple(live))
+
+
+def _name_rows(base: ScannerAutomaton, automata: Sequence[NameAutomaton], bound: int) -> NameRows:
+    """The states the name automata (one per slot: a terminal spelled from names) add to
+    `base`, the reference semantics of the Rust kernel `name_rows`.
+
+    A state is (base state or -1, per slot a set of positions of its name automaton); with no
+    position left it *is* the base state (same id, same row: the base's states and rows come
+    first, unchanged), otherwise it gets the next id, breadth first from the start in byte
     order, so the numbering is a function of the terminals alone. A row is the base state's
-    row with the bytes that move some name position overridden."""
-    automata = [t.names.automaton for t in named]  # type: ignore[union-attr]
+    row with the bytes that move some name position overridden. Returns the new states' rows,
+    base states, and the slots that accept there and that are live, as bit masks;
+    OverflowError past `bound` states."""
     slots = range(len(automata))
-    bits = [frozenset((t.index,)) for t in named]
     nothing: frozenset[int] = frozenset()
     dead_row = array("i", [DEAD]) * 256
     base_table = base.transitions
-    table = array("i", base_table)
-    accepts = list(base.accepts)
-    live = list(base.live)
+    table, base_of, accepted, alive = array("i"), array("i"), array("Q"), array("Q")
     start_key = (base.start, tuple(a.start for a in automata))
     ids = {start_key: base.num_states}
     keys = [start_key]
     for b, positions in keys:  # grows while iterating: breadth first
-        if len(keys) > MAX_NAME_STATES:
-            raise LexiconError(
-                f"the names of {', '.join(t.name for t in named)} need more than "
-                f"{MAX_NAME_STATES} scanner states for their spellings: let the role see fewer "
-                "tables or columns"
-            )
+        if len(keys) > bound:
+            raise OverflowError(f"the names need more than {bound} scanner states")
         row = base_table[b << 8 : (b + 1) << 8] if b >= 0 else dead_row[:]
-        accepted = set(base.accepts[b]) if b >= 0 else set()
-        alive = set(base.live[b]) if b >= 0 else set()
+        accepting = live = 0
         moved: dict[int, dict[int, frozenset[int]]] = {}  # byte -> slot -> positions after it
         for k in slots:
             here = positions[k]
             if not here:
                 continue
-            alive |= bits[k]
+            live |= 1 << k
             if automata[k].accepts(here):
-                accepted |= bits[k]
+                accepting |= 1 << k
             for byte, after in automata[k].successors(here).items():
                 moved.setdefault(byte, {})[k] = after
         for byte in sorted(moved):
@@ -303,9 +338,10 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
                 keys.append(key)
             row[byte] = target
         table.extend(row)
-        accepts.append(frozenset(accepted))
-        live.append(frozenset(alive))
-    return ScannerAutomaton(base.num_states, len(accepts), table, tuple(accepts), tuple(live))
+        base_of.append(b)
+        accepted.append(accepting)
+        alive.append(live)
+    return table, base_of, accepted, alive
 
 
 def _terminal_dfa(terminal: TerminalDef) -> ByteDFA:

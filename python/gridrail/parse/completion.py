@@ -206,12 +206,14 @@ def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
     Breadth first over the scanner, one level (string length) at a time with the whole level
     stepped at once: a level's successors in (parent, byte) order, first occurrences kept, so
     each state is first reached by its shortest, then smallest, string — as a FIFO walk in
-    byte order finds them. Stops once every terminal has its string."""
+    byte order finds them. A state where no terminal still missing is live is not stepped (what
+    follows it can only be lexemes of terminals found already: a schema's names once one of
+    each is found). Stops once every terminal has its string."""
     compiled = oracle.compiled
     scanner = compiled.scanner
     table = np.frombuffer(scanner.transitions, dtype=f"i{scanner.transitions.itemsize}")
     table = table.reshape(scanner.num_states, 256)
-    accept = scanner.accept_mask
+    accept, live = scanner.accept_mask, scanner.live_mask
     wanted = sum(1 << t.index for t in compiled.grammar.terminals) & ~sum(
         1 << compiled.grammar.terminal(name).index for name in compiled.grammar.declared
     )
@@ -220,7 +222,8 @@ def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
     seen[scanner.start] = True
     paths = {scanner.start: b""}
     level = np.array([scanner.start], dtype=np.int64)
-    while level.size and any((wanted >> t) & 1 and t not in found for t in _bits(wanted)):
+    missing = wanted
+    while level.size and missing:
         targets = table[level].reshape(-1)  # parent-major, then byte order
         order = np.flatnonzero(targets >= 0)
         states, first = np.unique(targets[order], return_index=True)
@@ -240,7 +243,9 @@ def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
                 for t in _bits(candidates):
                     if compiled.classes[t] == top:
                         found.setdefault(t, text)
-        paths, level = next_paths, states.astype(np.int64)
+                        missing &= ~(1 << t)
+        stepped = [state for state in states.tolist() if live[state] & missing]
+        paths, level = next_paths, np.array(stepped, dtype=np.int64)
     return found
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gridrail import kernels
 from gridrail.errors import LexiconError
 from gridrail.grammar.dfa import ByteDFA, compile_regex
 from gridrail.grammar.model import Grammar, TerminalDef
@@ -85,10 +86,11 @@ def _words(category: LexiconCategory, view: SchemaView) -> tuple[str, ...] | Non
     if category.words == "tables":
         return tuple(t.name for t in view.tables)
     if category.words == "columns":
+        # names repeat across tables: keyed once each, first spelling of a key kept
+        names = dict.fromkeys(c.name for table in view.tables for c in view.columns(table))
         seen: dict[str, str] = {}
-        for table in view.tables:
-            for column in view.columns(table):
-                seen.setdefault(rules.catalog_key(column.name), column.name)
+        for name in names:
+            seen.setdefault(rules.catalog_key(name), name)
         return tuple(seen.values())
     assert category.words == "functions"
     if view.role is None or view.role.functions is None:
@@ -106,16 +108,14 @@ def _lexicon(
     if category.words == "functions":  # SQL function names ignore case in every dialect
         names = NameSet(folded=words, suffix=category.suffix)
     else:
-        shadows = _higher_class_dfas(grammar, l1)
-        exact: list[str] = []
-        folded: list[str] = []
-        for word in words:
-            written = _identifier_forms(word, rules, l1_dfa, shadows, exact, folded)
-            if not written:
-                raise LexiconError(
-                    f"{category.terminal} {word!r} cannot be written: no bare or quoted form of "
-                    f"it is a {category.terminal} lexeme of the grammar"
-                )
+        exact, folded, unwritable = _identifier_spellings(
+            words, rules, l1_dfa, _higher_class_dfas(grammar, l1)
+        )
+        if unwritable is not None:
+            raise LexiconError(
+                f"{category.terminal} {unwritable!r} cannot be written: no bare or quoted form "
+                f"of it is a {category.terminal} lexeme of the grammar"
+            )
         names = NameSet(tuple(exact), tuple(folded), category.suffix)
     witness = names.outside(l1_dfa)
     if witness is not None:
@@ -126,29 +126,35 @@ def _lexicon(
     return Lexicon(category, words, names.pattern, names)
 
 
-def _identifier_forms(
-    word: str,
-    rules: IdentifierRules,
-    l1_dfa: ByteDFA,
-    shadows: tuple[ByteDFA, ...],
-    exact: list[str],
-    folded: list[str],
-) -> int:
-    """Append the spellings of `word` to `exact` / `folded` (by whether case is free); return
-    how many it has."""
-    before = len(exact) + len(folded)
-    bare = word.encode("utf-8")
-    if (
-        rules.bare_may_denote(word)
-        and l1_dfa.fullmatch(bare)
-        and not any(d.fullmatch(bare) for d in shadows)
-    ):
-        (folded if rules.case_insensitive or rules.folds_unquoted else exact).append(word)
+def _identifier_spellings(
+    words: tuple[str, ...], rules: IdentifierRules, l1_dfa: ByteDFA, shadows: tuple[ByteDFA, ...]
+) -> tuple[list[str], list[str], str | None]:
+    """The spellings of `words` whose case is fixed and those whose case is free, and the first
+    word with no spelling at all (None: every word has one). A word is written bare if the
+    dialect lets an unquoted name denote it, the L1 regex takes it and no shadowing terminal
+    does; quoted in each style whose form the L1 regex takes. Each check is one batch over the
+    words (`kernels.fullmatch_many`)."""
+    bare_case_free = rules.case_insensitive or rules.folds_unquoted
+    quoted_case_free = rules.case_insensitive
+    bare = [w for w in words if rules.bare_may_denote(w)]
+    encoded = [w.encode("utf-8") for w in bare]
+    taken = kernels.fullmatch_many(l1_dfa, encoded)
+    for shadow in shadows:
+        taken = [
+            t and not s for t, s in zip(taken, kernels.fullmatch_many(shadow, encoded), strict=True)
+        ]
+    written = {w for w, t in zip(bare, taken, strict=True) if t}
+    exact: list[str] = []
+    folded: list[str] = []
+    (folded if bare_case_free else exact).extend(w for w in bare if w in written)
     for style in rules.quote_styles:
-        quoted = style.quote(word)
-        if quoted is not None and l1_dfa.fullmatch(quoted.encode("utf-8")):
-            (folded if rules.case_insensitive else exact).append(quoted)
-    return len(exact) + len(folded) - before
+        forms = [(w, q) for w in words if (q := style.quote(w)) is not None]
+        takes = kernels.fullmatch_many(l1_dfa, [q.encode("utf-8") for _, q in forms])
+        spelled = [q for (w, q), t in zip(forms, takes, strict=True) if t]
+        written.update(w for (w, _), t in zip(forms, takes, strict=True) if t)
+        (folded if quoted_case_free else exact).extend(spelled)
+    unwritable = next((w for w in words if w not in written), None)
+    return exact, folded, unwritable
 
 
 def _higher_class_dfas(grammar: Grammar, terminal: TerminalDef) -> tuple[ByteDFA, ...]:

@@ -1,0 +1,26 @@
+"""Types of the Rust extension `gridrail._kernels` (src/lib.rs); each item names its Python
+reference, which `gridrail.kernels` falls back to."""
+
+from typing import final
+
+DfaArgs = tuple[int, bytes, bytes]  # (start, int32 table bytes, accepting flag bytes)
+NameSetArgs = tuple[list[bytes], list[bytes], DfaArgs | None]  # (exact, folded, suffix)
+
+@final
+class ScanTable:
+    """`gridrail.grammar.scanner.ScannerAutomaton.run`'s table."""
+
+    def __init__(self, transitions: bytes | list[int], accepting: bytes) -> None: ...
+    @property
+    def num_states(self) -> int: ...
+    def run(self, state: int, data: bytes) -> tuple[int, int, int, int]: ...
+
+def name_rows(base: bytes, start: int, slots: list[NameSetArgs], bound: int) -> list[bytes]:
+    """`gridrail.grammar.scanner._name_rows`: transitions (int32), base states (int32),
+    accepted and live slots (uint64), as native-endian bytes. OverflowError past `bound`."""
+
+def names_outside(names: NameSetArgs, dfa: DfaArgs) -> bytes | None:
+    """`gridrail.grammar.names.NameAutomaton.outside`."""
+
+def fullmatch_many(dfa: DfaArgs, texts: list[bytes]) -> bytes:
+    """Per text, `gridrail.grammar.dfa.ByteDFA.fullmatch` as one byte (1 or 0)."""
