@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from gridrail.errors import GrammarError
 from gridrail.grammar.model import Grammar, Production
+from gridrail.lru import BoundedLRU
 
 
 def reduce_grammar(grammar: Grammar) -> Grammar:
@@ -22,6 +23,19 @@ def reduce_grammar(grammar: Grammar) -> Grammar:
     productions keep their order and are renumbered 0..n-1, as ``build_lalr`` expects.
     Raises ``GrammarError`` if the start symbol is unproductive (the language is empty).
     """
+    # The result reads the start symbol, the productions and which symbols are terminals, never
+    # a terminal's lexemes: every schema of one role language shares it.
+    key = (grammar.start, frozenset(t.name for t in grammar.terminals), grammar.productions)
+    kept = _REDUCED.get(key)
+    if kept is None:
+        kept = _REDUCED.setdefault(key, _kept_productions(grammar), 0)
+    return replace(grammar, productions=kept)
+
+
+_REDUCED: BoundedLRU[tuple[Production, ...]] = BoundedLRU(capacity=64, capacity_bytes=1 << 62)
+
+
+def _kept_productions(grammar: Grammar) -> tuple[Production, ...]:
     productive = productive_nonterminals(grammar)
     if grammar.start not in productive:
         raise empty_language(grammar)
@@ -32,7 +46,7 @@ def reduce_grammar(grammar: Grammar) -> Grammar:
     ]
     reachable = reachable_nonterminals(grammar.start, productive_productions, grammar.is_terminal)
     kept = [p for p in productive_productions if p.lhs in reachable]
-    return replace(grammar, productions=tuple(replace(p, index=i) for i, p in enumerate(kept)))
+    return tuple(replace(p, index=i) for i, p in enumerate(kept))
 
 
 def empty_language(grammar: Grammar) -> GrammarError:

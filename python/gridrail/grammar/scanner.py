@@ -97,8 +97,13 @@ class ScannerAutomaton:
     def __post_init__(self) -> None:
         from gridrail.kernels import make_scan_runner
 
-        object.__setattr__(self, "accept_mask", tuple(map(_mask, self.accepts)))
-        object.__setattr__(self, "live_mask", tuple(map(_mask, self.live)))
+        masks: dict[frozenset[int], int] = {}  # states share their sets: one mask per set
+        for field_name, sets in (("accept_mask", self.accepts), ("live_mask", self.live)):
+            values = [masks.get(s) for s in sets]
+            for i, value in enumerate(values):
+                if value is None:
+                    values[i] = masks[sets[i]] = _mask(sets[i])
+            object.__setattr__(self, field_name, tuple(values))
         object.__setattr__(self, "fast_run", make_scan_runner(self))
 
     def step(self, state: int, byte: int) -> int:
