@@ -17,7 +17,7 @@ import gridrail as gr
 from assets import missing
 from gridrail.archive import save_guide
 from gridrail.audit import AuditLog, replay, verify
-from gridrail.decode import generate
+from gridrail.decode import generate, llama_model
 from gridrail.decode.llama_model import ContextLengthError, LlamaLogits
 from gridrail.models import LanguageModel, ModelLoadError, load_model
 from gridrail.prompt import ANSWER_PREFIX, question_messages
@@ -41,7 +41,8 @@ def _prompt(model: LanguageModel, question: str) -> list[int]:
 
 
 def _fresh(model: LanguageModel, prompt: list[int], generated: list[int]) -> np.ndarray:
-    model.model.reset()  # an empty context: everything is evaluated anew
+    model.model.reset()  # an empty context and no kept prompt: everything is evaluated anew
+    llama_model._PROMPT_STATES.clear()
     return LlamaLogits(model.model, prompt)(generated)
 
 
@@ -69,6 +70,34 @@ def test_logits_equal_a_fresh_evaluation_after_any_change(llama: LanguageModel) 
     assert np.array_equal(interleaved[0], _fresh(llama, prompt, [select]))
     assert np.array_equal(interleaved[1], _fresh(llama, other, [select]))
     assert np.array_equal(interleaved[2], _fresh(llama, prompt, [select, count]))
+
+
+def test_a_second_generation_for_the_prompt_restores_it_exactly(
+    llama: LanguageModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompt = _prompt(llama, "How many employees are in each department?")
+    select, count = (_token(llama, t) for t in ("SELECT", " count"))
+    steps = [[], [select], [select, count], [select], []]
+    fed: list[int] = []
+    evaluate = llama.model.eval
+    monkeypatch.setattr(llama.model, "eval", lambda tokens: (fed.extend(tokens), evaluate(tokens)))
+    first = llama.next_logits(prompt)
+    expected = [first(s) for s in steps]
+    assert fed[: len(prompt)] == prompt  # evaluated alone, as one batch, then kept
+    fed.clear()
+    second = llama.next_logits(prompt)  # the next candidate of the same question
+    got = [second(s) for s in steps]
+    assert fed == [select, count, select]  # never the prompt: restored, then one token a step
+    for step, one, other in zip(steps, expected, got, strict=True):
+        assert np.array_equal(one, other), step  # the same computation, bit for bit
+    other = _prompt(llama, "List the departments.")
+    fed.clear()
+    llama.next_logits(other)([select])
+    assert fed == [*other, select]  # another prompt is evaluated (and kept instead)
+    fed.clear()
+    assert np.array_equal(llama.next_logits(prompt)([select]), got[1])
+    assert fed == [*prompt, select]  # the first prompt's state was replaced: evaluated again
+    assert np.array_equal(got[1], _fresh(llama, prompt, [select]))
 
 
 def test_a_sequence_past_the_context_is_refused(llama: LanguageModel) -> None:
