@@ -466,20 +466,27 @@ class Matcher:
         return self._valid_prefix(self._checked_ids(token_ids))
 
     def _valid_prefix(self, token_ids: list[int]) -> list[int]:
+        return token_ids[: len(self._configurations_after(token_ids))]
+
+    def _configurations_after(self, token_ids: list[int]) -> list[Configuration]:
+        """The configuration after each token of the longest prefix of `token_ids` that would be
+        accepted (an EOS leaves it unchanged): each token is fed once."""
         cfg, terminated = self.configuration, self._terminated
-        for n, token_id in enumerate(token_ids):
+        out: list[Configuration] = []
+        for token_id in token_ids:
             if terminated:
-                return token_ids[:n]
+                break
             if self.guide.is_eos(token_id):
                 if not self.guide.oracle.eos_ok(cfg):
-                    return token_ids[:n]
+                    break
                 terminated = True
-                continue
-            nxt = self._advance(cfg, token_id)
-            if nxt is None:
-                return token_ids[:n]
-            cfg = nxt
-        return token_ids
+            else:
+                nxt = self._advance(cfg, token_id)
+                if nxt is None:
+                    break
+                cfg = nxt
+            out.append(cfg)
+        return out
 
     def accept_tokens(self, token_ids: Sequence[int], kind: str = "sampled") -> bool:
         """Advance over all of `token_ids`, or over none of them and return False (a token
@@ -489,25 +496,22 @@ class Matcher:
         if kind not in TOKEN_KINDS:
             raise UsageError(f"kind must be one of {', '.join(TOKEN_KINDS)}, not {kind!r}")
         token_ids = self._checked_ids(token_ids)
-        if len(self._valid_prefix(token_ids)) != len(token_ids):
+        after = self._configurations_after(token_ids)
+        if len(after) != len(token_ids):
             return False
-        if not self._within_budget(token_ids):
+        if not self._within_budget(token_ids, after[-1] if after else self.configuration):
             return False
         for stale in [n for n in self._finishes if n > len(self._history)]:
             del self._finishes[stale]  # from a branch that was rolled back
         ends_sentence = bool(token_ids) and self.guide.is_eos(token_ids[-1])
-        for position, token_id in enumerate(token_ids):
+        for position, (token_id, cfg) in enumerate(zip(token_ids, after, strict=True)):
             if ends_sentence and position:
                 self._finishes[len(self._history)] = list(token_ids[position:])
             if self.audit is not None:
                 self._record(token_id, "eos" if self.guide.is_eos(token_id) else kind)
             if self.guide.is_eos(token_id):
-                self._history.append(self.configuration)
                 self._terminated = True
-            else:
-                nxt = self._advance(self.configuration, token_id)
-                assert nxt is not None  # validated above
-                self._history.append(nxt)
+            self._history.append(cfg)
             self._tokens.append(token_id)
         return True
 
@@ -522,15 +526,13 @@ class Matcher:
             kind,
         )
 
-    def _within_budget(self, token_ids: Sequence[int]) -> bool:
+    def _within_budget(self, token_ids: Sequence[int], cfg: Configuration) -> bool:
+        """Whether accepting `token_ids`, which lead to `cfg`, keeps the budget invariant."""
         if self.max_tokens is None:
             return True
         total = self.num_accepted + len(token_ids)
         if token_ids and self.guide.is_eos(token_ids[-1]):
             return total <= self.max_tokens
-        cfg = self.configuration
-        for token_id in token_ids:
-            cfg = self._advance(cfg, token_id)  # type: ignore[assignment]  # validated
         return total + len(self.guide.completion(cfg)) <= self.max_tokens
 
     def rollback(self, num_tokens: int) -> None:
