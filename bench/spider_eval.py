@@ -19,7 +19,9 @@ Arms (`--arms`, default all four). Every constrained arm is `gridrail.ask.ask` g
 database, as `gridrail ask --execute` runs it: clean statements are executed read-only within
 `--exec-timeout` seconds. Its guide is compiled as `gridrail ask` compiles one, with the strict
 `GenerationProfile()` (no comments, nothing after the final ";", bounded invented names);
-`--full-language` compiles the dialect's whole language instead (as earlier results did).
+`--full-language` compiles the dialect's whole language instead (as earlier results did);
+`--from-optional` the strict profile with query blocks without FROM allowed back (as before the
+profile required FROM).
   unconstrained: greedy decoding from the same prompt (`model.next_logits` and argmax over the
      model's whole output layer) until an EOS id or `--max-tokens` tokens (EOS counted, as the
      constrained budget counts it); the text is the tokens' spellings. The SQL is taken from
@@ -656,6 +658,7 @@ class Evaluator:
         candidates: int = DEFAULT_CANDIDATES,
         full_language: bool = False,
         loop_guard=None,
+        from_optional: bool = False,
         prompt_tables: int | None = None,
         prompt_rows: int = 0,
     ):
@@ -673,7 +676,7 @@ class Evaluator:
         self.prompt_tables = prompt_tables  # None: every table in the prompt
         self.prompt_rows = prompt_rows  # sample rows per table in the prompt
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
-        self.profile = None if full_language else gr.GenerationProfile()
+        self.profile = None if full_language else gr.GenerationProfile(needs_from=not from_optional)
         self.grammar = gr.Grammar.bundled("sqlite")
         self.dialect = shared_compiled_grammar(self.grammar)
         self._databases: dict[str, tuple] = {}
@@ -827,6 +830,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "text after the ';'), not what `gridrail ask` lets the model write",
     )
     parser.add_argument(
+        "--from-optional",
+        action="store_true",
+        help="the strict profile, but query blocks without a FROM clause allowed (as before "
+        "the profile required FROM)",
+    )
+    parser.add_argument(
         "--loop-guard",
         type=int,
         default=DEFAULT_LOOP_GUARD.repeats,
@@ -907,6 +916,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None,
         args.prompt_tables or None,
         args.prompt_rows,
+        args.from_optional,
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()

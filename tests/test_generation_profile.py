@@ -58,6 +58,8 @@ REFUSED = {
     "quoted CTE name": 'WITH "t" AS (SELECT name FROM employees) SELECT name FROM employees;',
     "two spaces before (": "SELECT count  (*) FROM orders;",
     "newline before (": "SELECT count\n(*) FROM orders;",
+    "select without FROM": "SELECT name;",
+    "count without FROM": "SELECT count(*);",
 }
 
 ACCEPTED = {
@@ -115,6 +117,36 @@ def test_comments_can_be_allowed_back() -> None:
     assert _accepts(with_comments, REFUSED["block comment"])
     for still_refused in ("comment after ;", "two spaces", "quoted alias"):
         assert not _accepts(with_comments, REFUSED[still_refused])
+
+
+def test_every_query_block_needs_from_and_can_be_allowed_back() -> None:
+    grammar = gr.Grammar.bundled("sqlite")  # no policy: subqueries and compounds are in
+    strict = gr.compile(grammar, _small_vocab(), profile=STRICT)
+    optional = gr.compile(grammar, _small_vocab(), profile=gr.GenerationProfile(needs_from=False))
+    for text in (
+        "SELECT 1;",
+        "SELECT a FROM t WHERE b IN (SELECT 1);",
+        "SELECT a FROM t UNION SELECT 'x';",
+        "SELECT (SELECT max(b)) FROM t;",
+    ):
+        assert _accepts(optional, text), text  # positive control
+        assert not _accepts(strict, text), text
+    for text in (
+        "SELECT a FROM t WHERE b IN (SELECT c FROM u);",
+        "SELECT a FROM t UNION SELECT b FROM u;",
+    ):
+        assert _accepts(strict, text), text
+    assert _accepts(_small(gr.GenerationProfile(needs_from=False)), REFUSED["select without FROM"])
+
+
+def test_the_shortest_completion_of_a_select_list_reads_a_table() -> None:
+    guide = _small()
+    completion = Completer(guide.oracle).complete(
+        guide.oracle.feed(guide.oracle.initial, b"SELECT 1")
+    )
+    statement = "SELECT 1" + completion.decode()
+    assert re.search(r"\bFROM\b", statement, re.IGNORECASE), statement
+    assert _accepts(guide, statement)
 
 
 def test_terminal_indices_are_kept_and_the_fingerprint_changes() -> None:
@@ -373,6 +405,9 @@ def _catalogue_text() -> str:
         (("qualifier_suffix = ", 'qualifier_suffix = "x"\n#'), "does not end with qualifier"),
         (('["literal: DQ_STRING"]', '["literal: NOPE"]'), "matches no production"),
         (('terminator = "SEMICOLON"', 'terminator = ";"'), "';' is not a terminal"),
+        (('"from_clause"]', '"nope"]'), "'nope' is not a rule"),
+        (('["select_core", "from_clause"]', '["select_core"]'), "must be [] or [rule, clause]"),
+        (('["select_core", "from_clause"]', '["set_quantifier", "from_clause"]'), "no production"),
         (('terminator = "SEMICOLON"\n', ""), "must give exactly"),
     ],
 )
@@ -423,6 +458,7 @@ qualifier_suffix = '\.'
 openings = ["CALL"]
 opening_suffix = '[ ]*\('
 double_quoted_strings = ["literal: DQ_STRING"]
+needs_from = []
 terminator = "SEMICOLON"
 """
 

@@ -278,19 +278,22 @@ def _ask_with(monkeypatch: pytest.MonkeyPatch, sql: str, *options: str) -> tuple
     ), out.getvalue()
 
 
+ANSWER = "SELECT count(*) FROM orders;"  # a statement of the analyst's (profile) language
+
+
 def test_cli_limits_reach_execute(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen: list[dict] = []
 
     def spy(self: Database, sql: str, **options: object) -> QueryResult:
-        if sql == "SELECT 1;":  # the answer, not the prompt's sample rows
+        if sql == ANSWER:  # the answer, not the prompt's sample rows
             seen.append(options)
         return QueryResult(("n",), ((1,),), -1)
 
     monkeypatch.setattr(Database, "execute", spy)
-    assert _ask_with(monkeypatch, "SELECT 1;")[0] == 0
-    assert _ask_with(monkeypatch, "SELECT 1;", "--timeout", "2.5", "--max-rows", "7")[0] == 0
+    assert _ask_with(monkeypatch, ANSWER)[0] == 0
+    assert _ask_with(monkeypatch, ANSWER, "--timeout", "2.5", "--max-rows", "7")[0] == 0
     assert seen == [
         {"read_only": True, "timeout_s": DEFAULT_TIMEOUT_S, "max_rows": DEFAULT_MAX_ROWS},
         {"read_only": True, "timeout_s": 2.5, "max_rows": 7},

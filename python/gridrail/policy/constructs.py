@@ -50,6 +50,7 @@ _GENERATION_KEYS = {
     "openings",
     "opening_suffix",
     "double_quoted_strings",
+    "needs_from",
     "terminator",
 }
 
@@ -87,6 +88,8 @@ class GenerationSurface:
     openings: tuple[str, ...]  # words lexed with their "(" (a function name, cast's)
     opening_suffix: str  # the regex text each opening's pattern ends with: layout, then "("
     double_quoted_strings: tuple[tuple[str, tuple[str, ...]], ...]  # (lhs, rhs) productions
+    # the query blocks without their FROM clause, (lhs, rhs) productions: they read no table
+    without_from: tuple[tuple[str, tuple[str, ...]], ...]
     terminator: str  # the terminal that ends the statement
 
     def as_json(self) -> list[object]:
@@ -102,6 +105,7 @@ class GenerationSurface:
             list(self.openings),
             self.opening_suffix,
             [[lhs, list(rhs)] for lhs, rhs in self.double_quoted_strings],
+            [[lhs, list(rhs)] for lhs, rhs in self.without_from],
             self.terminator,
         ]
 
@@ -369,6 +373,7 @@ def _generation(
         )
     picked = _select_all(grammar, table["double_quoted_strings"], "generation", source)
     double_quoted = tuple((p.lhs, p.rhs) for p in grammar.productions if p.index in picked)
+    without_from = _without_clause(grammar, table["needs_from"], source)
     return GenerationSurface(
         layout,
         comments,
@@ -381,8 +386,37 @@ def _generation(
         openings,
         opening_suffix,
         double_quoted,
+        without_from,
         terminal("terminator", table["terminator"]),
     )
+
+
+def _without_clause(
+    grammar: Grammar, pair: object, source: str
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`needs_from = [rule, clause]`: the productions of `rule` without `clause` (a query block
+    without its FROM clause); `[]` for none."""
+    if pair == []:
+        return ()
+    if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, str) for n in pair)):
+        raise PolicyError(
+            "generation.needs_from must be [] or [rule, clause]: the rule whose productions "
+            "need the clause",
+            source=source,
+        )
+    rule, clause = pair
+    for name in pair:
+        if not any(p.lhs == name for p in grammar.productions):
+            raise PolicyError(
+                f"generation.needs_from: {name!r} is not a rule of {grammar.name}", source=source
+            )
+    productions = [p for p in grammar.productions if p.lhs == rule]
+    without = tuple((p.lhs, p.rhs) for p in productions if clause not in p.rhs)
+    if len(without) == len(productions):
+        raise PolicyError(
+            f"generation.needs_from: no production of {rule} has a {clause}", source=source
+        )
+    return without
 
 
 def read_policy_text(path: str | os.PathLike[str], what: str) -> str:

@@ -18,7 +18,8 @@ as it is. It keeps every terminal index and changes the language in two ways onl
   * it stops ignoring the comments (still scanned: a comment is refused, and `a--b` with it,
     which SQLite reads as a comment too) and drops the double-quoted-string productions
     (`"x"` where a string would stand is refused; a quoted name the lexicon spells still lexes
-    as that name).
+    as that name) and the query blocks without a FROM clause (`SELECT name;` binds no column:
+    a question about the database reads a table).
 Each narrowed terminal's language is checked to lie inside its former one. Only productions are
 removed, so an LALR(1) grammar stays LALR(1).
 """
@@ -47,10 +48,12 @@ class GenerationProfile:
     aliases — and so a qualifier that is no table the role sees — at most `max_alias_length`
     (`T1`, `e`: an invented qualifier is otherwise an open text channel, bench/RESULTS.md);
     numbers of at most `max_number_length` characters and strings (quotes included) of at
-    most `max_string_length`, single-quoted only; at most one space before the "(" of a call.
-    `GenerationProfile(comments=True)` lets comments back in."""
+    most `max_string_length`, single-quoted only; at most one space before the "(" of a call;
+    every query block with a FROM clause. `GenerationProfile(comments=True)` lets comments
+    back in, `needs_from=False` query blocks without FROM (`SELECT 1;`)."""
 
     comments: bool = False
+    needs_from: bool = True
     max_indent: int = 8
     max_name_length: int = 24
     max_alias_length: int = 3
@@ -73,8 +76,10 @@ class GenerationProfile:
     def label(self) -> str:
         """How a language built under this profile is named (in its grammar name)."""
         comments = "comments" if self.comments else "no-comments"
+        source = "from" if self.needs_from else "from-optional"
         return (
-            f"profile({comments},indent<={self.max_indent},names<={self.max_name_length},"
+            f"profile({comments},{source},indent<={self.max_indent},"
+            f"names<={self.max_name_length},"
             f"aliases<={self.max_alias_length},numbers<={self.max_number_length},"
             f"strings<={self.max_string_length})"
         )
@@ -126,6 +131,8 @@ def apply_profile(
     terminals += [replace(t, index=len(terminals) + i) for i, t in enumerate(twins)]
     ignored = grammar.ignored if profile.comments else grammar.ignored - set(surface.comments)
     dropped = set(surface.double_quoted_strings)
+    if profile.needs_from:
+        dropped.update(surface.without_from)
     productions = tuple(p for p in grammar.productions if (p.lhs, p.rhs) not in dropped)
     return replace(grammar, terminals=tuple(terminals), ignored=ignored, productions=productions)
 
