@@ -58,6 +58,8 @@ REFUSED = {
     "quoted CTE name": 'WITH "t" AS (SELECT name FROM employees) SELECT name FROM employees;',
     "two spaces before (": "SELECT count  (*) FROM orders;",
     "newline before (": "SELECT count\n(*) FROM orders;",
+    "non-ASCII collation": "SELECT name FROM employees ORDER BY name COLLATE ²;",
+    "25-character type name": f"SELECT CAST(id AS {ALIAS_24}b) FROM employees;",
     "select without FROM": "SELECT name;",
     "count without FROM": "SELECT count(*);",
 }
@@ -76,6 +78,8 @@ ACCEPTED = {
     "one space before (": "SELECT count (*) FROM orders;",
     "CTE": "WITH t AS (SELECT name FROM employees) SELECT name FROM employees;",
     "string with dashes": "SELECT name FROM employees WHERE dept = '--; ';",
+    "collation": "SELECT name FROM employees ORDER BY name COLLATE NOCASE;",
+    "cast": "SELECT CAST(id AS INTEGER), CAST(name AS VARCHAR(20)) FROM employees;",
 }
 
 
@@ -399,7 +403,10 @@ def _catalogue_text() -> str:
     [
         (('layout = "WS"', 'layout = "SPACE"'), "'SPACE' is not a terminal"),
         (('layout = "WS"', 'layout = "STRING"'), "STRING is not ignored"),
-        (('"CTE_NAME"]', '"CTE_NAME", "TABLE_NAME"]'), "TABLE_NAME is a lexicon category"),
+        (
+            ('"COLLATION_NAME"]', '"COLLATION_NAME", "TABLE_NAME"]'),
+            "TABLE_NAME is a lexicon category",
+        ),
         (('["TABLE_ALIAS"]', '["COLUMN_NAME"]'), "not one of generation.invented_names"),
         (('"FUNCTION_NAME"]', '"FUNCTION_NAME", "STRING"]'), "does not end with opening_suffix"),
         (("qualifier_suffix = ", 'qualifier_suffix = "x"\n#'), "does not end with qualifier"),
