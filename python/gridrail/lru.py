@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -61,6 +61,12 @@ class BoundedLRU(Generic[V]):
                 self.stats.evictions += 1
             self.stats.entries = len(self._values)
             return value
+
+    def memo(self, key: Hashable, build: Callable[[], V], size: int = 0) -> V:
+        """The value under `key`, built and stored (with `size`) on a miss. Racing builders of
+        one key may each build; all of them get the one value stored first."""
+        found = self.get(key)
+        return found if found is not None else self.setdefault(key, build(), size)
 
     def clear(self) -> None:
         with self._lock:

@@ -72,5 +72,4 @@ def _lalr_tables(grammar: Grammar) -> LalrTables:
         tuple((t.index, t.name) for t in grammar.terminals),
         tuple((p.lhs, p.rhs) for p in grammar.productions),
     )
-    found = _TABLES.get(key)
-    return found if found is not None else _TABLES.setdefault(key, build_lalr(grammar), 0)
+    return _TABLES.memo(key, lambda: build_lalr(grammar))

@@ -26,10 +26,7 @@ def reduce_grammar(grammar: Grammar) -> Grammar:
     # The result reads the start symbol, the productions and which symbols are terminals, never
     # a terminal's lexemes: every schema of one role language shares it.
     key = (grammar.start, frozenset(t.name for t in grammar.terminals), grammar.productions)
-    kept = _REDUCED.get(key)
-    if kept is None:
-        kept = _REDUCED.setdefault(key, _kept_productions(grammar), 0)
-    return replace(grammar, productions=kept)
+    return replace(grammar, productions=_REDUCED.memo(key, lambda: _kept_productions(grammar)))
 
 
 _REDUCED: BoundedLRU[tuple[Production, ...]] = BoundedLRU(capacity=64, capacity_bytes=1 << 62)

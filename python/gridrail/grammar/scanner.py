@@ -278,23 +278,26 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
     transitions, base_of, accepted, alive = rows
     table = array("i", base.transitions)
     table.extend(transitions)
-    # States share their label sets: one frozenset per distinct (base state, slots) pair.
-    labels: dict[tuple[int, int], frozenset[int]] = {}
+    indices = [t.index for t in named]
+    accepts = (*base.accepts, *_labels(base.accepts, base_of, accepted, indices))
+    live = (*base.live, *_labels(base.live, base_of, alive, indices))
+    return ScannerAutomaton(base.num_states, len(accepts), table, accepts, live)
 
-    def label(sets: tuple[frozenset[int], ...], b: int, slots: int) -> frozenset[int]:
-        found = labels.get((b, slots))
+
+def _labels(
+    own: Sequence[frozenset[int]], base_of: Sequence[int], slots: Sequence[int], indices: list[int]
+) -> list[frozenset[int]]:
+    """Per new state, its base state's set (none for -1) with the terminals of the name slots
+    in its mask; states with equal (base state, mask) share one frozenset."""
+    shared: dict[tuple[int, int], frozenset[int]] = {}
+    out = []
+    for b, mask in zip(base_of, slots, strict=True):
+        found = shared.get((b, mask))
         if found is None:
-            own = sets[b] if b >= 0 else frozenset()
-            found = own | {t.index for k, t in enumerate(named) if (slots >> k) & 1}
-            labels[(b, slots)] = found
-        return found
-
-    accepts = list(base.accepts)
-    accepts += (label(base.accepts, b, a) for b, a in zip(base_of, accepted, strict=True))
-    labels.clear()
-    live = list(base.live)
-    live += (label(base.live, b, a) for b, a in zip(base_of, alive, strict=True))
-    return ScannerAutomaton(base.num_states, len(accepts), table, tuple(accepts), tuple(live))
+            named = {index for k, index in enumerate(indices) if (mask >> k) & 1}
+            found = shared[(b, mask)] = (own[b] if b >= 0 else frozenset()) | named
+        out.append(found)
+    return out
 
 
 def _name_rows(base: ScannerAutomaton, automata: Sequence[NameAutomaton], bound: int) -> NameRows:
