@@ -661,6 +661,7 @@ class Evaluator:
         from_optional: bool = False,
         prompt_tables: int | None = None,
         prompt_rows: int = 0,
+        gamma: bool = False,
     ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
@@ -675,6 +676,7 @@ class Evaluator:
         self.loop_guard = loop_guard  # every arm's, the unconstrained one's too
         self.prompt_tables = prompt_tables  # None: every table in the prompt
         self.prompt_rows = prompt_rows  # sample rows per table in the prompt
+        self.gamma = gamma  # names declared in the statement tracked at the mask (issue 15)
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
         self.profile = None if full_language else gr.GenerationProfile(needs_from=not from_optional)
         self.grammar = gr.Grammar.bundled("sqlite")
@@ -689,7 +691,11 @@ class Evaluator:
             path = database_path(self.spider, db_id)
             schema = self.gr.Schema.from_sqlite(path)
             guide = self.gr.compile(
-                self.grammar, self.model.vocab, schema=schema, profile=self.profile
+                self.grammar,
+                self.model.vocab,
+                schema=schema,
+                profile=self.profile,
+                gamma=self.gamma,
             )
             self._databases[db_id] = (guide, schema, path)
             self.compile_seconds += time.perf_counter() - started
@@ -830,6 +836,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "text after the ';'), not what `gridrail ask` lets the model write",
     )
     parser.add_argument(
+        "--gamma",
+        action="store_true",
+        help="names declared in the statement tracked at the mask (Γ, issue 15): slots after "
+        "FROM allow only names that bind, the select list's names are obligations of its FROM",
+    )
+    parser.add_argument(
         "--from-optional",
         action="store_true",
         help="the strict profile, but query blocks without a FROM clause allowed (as before "
@@ -913,10 +925,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.arms,
         args.candidates,
         args.full_language,
-        replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None,
-        args.prompt_tables or None,
-        args.prompt_rows,
-        args.from_optional,
+        loop_guard=(
+            replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None
+        ),
+        from_optional=args.from_optional,
+        prompt_tables=args.prompt_tables or None,
+        prompt_rows=args.prompt_rows,
+        gamma=args.gamma,
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()
@@ -940,6 +955,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "prompt_tables": args.prompt_tables,
                 "prompt_rows": args.prompt_rows,
                 "profile": "none" if evaluator.profile is None else evaluator.profile.label,
+                "gamma": args.gamma,
                 "left_out": dict(missing),
             }
             out.write(json.dumps(config) + "\n")

@@ -143,7 +143,9 @@ def test_a_bad_line_is_an_error_object_and_the_rest_is_answered(
         {"question": "Name the orders."},  # answered, but it breaks the policy
         {"question": "How many orders?"},
     )
-    code, answers = _batch(hr_db, questions, "--execute", "--candidates", "1")
+    # names open (without Γ the mask lets the unbound `name` be written, and the checker
+    # names it: the path of a line whose answer breaks the policy)
+    code, answers = _batch(hr_db, questions, "--execute", "--candidates", "1", "--no-bound-names")
     assert code == 1 and len(loads) == 1
     assert [a["line"] for a in answers] == list(range(1, 9))
     errors = [a["error"] for a in answers]

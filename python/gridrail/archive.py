@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gridrail.errors import GridrailError
+from gridrail.gamma.catalog import NameCatalog
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, lexicon_signature
@@ -77,6 +78,8 @@ def save_guide(guide: Guide, directory: str | os.PathLike[str]) -> dict[str, str
     }
     if artifacts["lexicons"]:
         contents["lexicons"] = _lexicons_text(guide.lexicons)
+    if guide.names is not None:
+        contents["names"] = guide.names.to_json()
     for name, text in contents.items():
         _write_if_changed(artifact_path(directory, name, artifacts[name]), text)
     return artifacts
@@ -139,7 +142,22 @@ def load_guide(directory: str | os.PathLike[str], artifacts: Mapping[str, str]) 
     compiled = shared_compiled_grammar(_load_grammar(directory, artifacts["grammar"]))
     vocab = _load_vocabulary(directory, artifacts["vocabulary"])
     lexicons = _load_lexicons(directory, artifacts["lexicons"], compiled)
-    return Guide(compiled, vocab, lexicons=lexicons, trie=shared_trie(vocab))
+    names = None
+    if "names" in artifacts:  # a guide under Γ: the catalog its names resolved against
+        _check_fingerprint("names", artifacts["names"])
+        names = _load_names(directory, artifacts["names"])
+    return Guide(compiled, vocab, lexicons=lexicons, trie=shared_trie(vocab), names=names)
+
+
+def _load_names(directory: str | os.PathLike[str], fingerprint: str) -> NameCatalog:
+    text = _read(directory, "names", fingerprint)
+    try:
+        names = NameCatalog.from_json(text)
+    except GridrailError as exc:
+        raise _altered(directory, "names", fingerprint, f"unreadable ({exc})") from None
+    if names.fingerprint != fingerprint:
+        raise _altered(directory, "names", fingerprint, f"it hashes to {names.fingerprint}")
+    return names
 
 
 def _check_fingerprint(name: str, fingerprint: object) -> None:

@@ -67,8 +67,9 @@ class SignatureError(AuditError):
     hold for the chain it closes."""
 
 
-def configuration_hash(cfg: Configuration) -> str:
-    """H(κ): the stack's rolling hash and the scan part (bounded by the pending lexeme)."""
+def configuration_hash(cfg: Configuration, names: bytes = b"") -> str:
+    """H(κ): the stack's rolling hash and the scan part (bounded by the pending lexeme); under Γ
+    (`names`: the binder's digest of the names read and the pending lexeme), that too."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(
         struct.pack(
@@ -76,6 +77,8 @@ def configuration_hash(cfg: Configuration) -> str:
         )
     )
     digest.update(cfg.tail if cfg.accept_state >= 0 else b"")
+    if names:
+        digest.update(b"\0gamma\0" + names)
     return digest.hexdigest()
 
 
@@ -265,12 +268,12 @@ def _replay_step(guide: Guide, matcher: Matcher, record: Mapping[str, object], s
         raise AuditError(f"the token {token!r} is not an integer", step)
     if record["kind"] == "rollback":
         _roll_back(matcher, token, step)
-        entry, _ = guide.mask_with_entry(matcher.configuration)
-        _expect(record, configuration_hash(matcher.configuration), entry.entry_id, 0, step)
+        entry, _ = matcher.mask_with_entry()
+        _expect(record, matcher.configuration_hash(), entry.entry_id, 0, step)
         return
-    entry, mask = guide.mask_with_entry(matcher.configuration)
+    entry, mask = matcher.mask_with_entry()
     blocked = guide.vocab.size - mask.count()
-    _expect(record, configuration_hash(matcher.configuration), entry.entry_id, blocked, step)
+    _expect(record, matcher.configuration_hash(), entry.entry_id, blocked, step)
     if not 0 <= token < guide.vocab.size or token not in mask:
         raise AuditError(f"token {token} is outside the mask at this step", step)
     if guide.is_eos(token) != (record["kind"] == "eos"):

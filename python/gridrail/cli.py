@@ -279,6 +279,7 @@ class _Target:
             policy=self.policy,
             role=self.role.name,
             profile=GenerationProfile(comments=args.allow_comments),
+            gamma=args.bound_names,
         )
         self.judge = database_judge(
             self.database, self._guide.view, self.policy.fingerprint, judge_role=args.judge_role
@@ -723,6 +724,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-comments",
         action="store_true",
         help="let the model write SQL comments (the default generation profile has none)",
+    )
+    q.add_argument(
+        "--bound-names",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="names the statement declares tracked at the mask (Γ): after FROM only names that "
+        "bind, the select list's names owed by its FROM clause (default: on; --no-bound-names: "
+        "the schema's names anywhere, as the checker then judges)",
     )
     q.add_argument(
         "--candidates",

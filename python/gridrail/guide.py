@@ -25,8 +25,12 @@ from gridrail.audit import AuditLog, configuration_hash
 from gridrail.check.checker import SemanticChecker, Violation
 from gridrail.check.sqlite_judge import SqliteJudge
 from gridrail.errors import ParseError, UsageError
+from gridrail.gamma.binder import Binder, GammaState
+from gridrail.gamma.catalog import NameCatalog
+from gridrail.gamma.tokens import TokenShapes
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
+from gridrail.lru import BoundedLRU
 from gridrail.mask.bitmask import TokenSet, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
@@ -73,6 +77,7 @@ class Guide:
         trie: TokenTrie | None = None,
         cache: MaskCache[MaskEntry] | None = None,
         family_cache: MaskCache[NormalFormEntry] | None = None,
+        names: NameCatalog | None = None,
     ):
         self.compiled = compiled
         self.vocab = vocab
@@ -96,6 +101,11 @@ class Guide:
         self.completer = Completer(self.oracle)
         self._eos = frozenset(vocab.eos_token_ids)
         _require_a_first_token(self)
+        # Γ (issue 15): names the statement declares, and the slots they fill, resolved
+        # against `names` (the tables and columns the role sees)
+        self.names = names
+        self.binder = Binder(self.oracle, names) if names is not None else None
+        self._shapes = _token_shapes(vocab) if self.binder else None
 
     def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
         """A matcher; with `max_tokens`, one that keeps every generation inside that budget;
@@ -104,21 +114,84 @@ class Guide:
 
     def artifacts(self) -> dict[str, str]:
         """Fingerprints of what this guide's masks are a function of (for audit seals)."""
-        return {
+        out = {
             "grammar": self.compiled.grammar.fingerprint,
             "vocabulary": self.vocab.fingerprint,
             "lexicons": self.keys.lexicons,
         }
+        if self.names is not None:
+            out["names"] = self.names.fingerprint  # Γ's catalog: the masks depend on it too
+        return out
 
-    def mask(self, cfg: Configuration) -> TokenSet:
+    def mask(self, cfg: Configuration, gamma: GammaState | None = None) -> TokenSet:
         """The exact set of token ids allowed at `cfg` (EOS ids only when it is a sentence):
         the context-independent walk from the cache (computed and published on a miss), the
-        context-dependent verdicts against the live stack."""
-        return self.mask_with_entry(cfg)[1]
+        context-dependent verdicts against the live stack; with Γ (`gamma`, for a guide
+        compiled with it), the tokens that leave L_Γ removed."""
+        return self.mask_with_entry(cfg, gamma)[1]
 
-    def mask_with_entry(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
+    def mask_with_entry(
+        self, cfg: Configuration, gamma: GammaState | None = None
+    ) -> tuple[MaskEntry, TokenSet]:
         """The mask and the content-addressed cache entry its context-independent part came
         from (what an audit record names)."""
+        entry, mask = self._language_mask(cfg)
+        if gamma is not None and self.binder is not None:
+            mask = self._within_gamma(cfg, gamma, mask)
+        return entry, mask
+
+    def _within_gamma(self, cfg: Configuration, gamma: GammaState, mask: TokenSet) -> TokenSet:
+        """`mask` without the tokens after which the output leaves L_Γ. Inside a FROM clause
+        that owes names, every token is read; elsewhere only Γ's names can be refused, so
+        only the tokens a vectorized scan finds touching a name slot's terminal are read —
+        most by their last lexeme's bytes alone (`gamma.tokens`)."""
+        binder, shapes = self.binder, self._shapes
+        assert binder is not None and shapes is not None
+        ids = np.asarray(mask.ids(), dtype=np.int64)
+        ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
+        if not binder.resolves(gamma):
+            return mask  # an INSERT / UPDATE / DELETE: names stay open
+        if binder.closing(gamma):  # any token may end the FROM clause too early: read them all
+            scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, True)
+        else:
+            ids = ids[~shapes.plain[ids] | bool(gamma.pending)]
+            scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, bool(cfg.tail))
+            if binder.owes(gamma):  # a token that opens FROM may also go on inside it
+                entering = shapes.enter_from(ids, gamma.pending)
+                scan = scan._replace(marked=scan.marked | entering, simple=scan.simple & ~entering)
+        refused: list[int] = []
+        # Tokens whose only lexemes are the pending one ending at their first byte, layout,
+        # and the lexeme they leave pending: Γ after the first is shared, the last is judged
+        # by its bytes.
+        simple = scan.marked & scan.simple
+        shared = {False: gamma, True: binder.after_pending(gamma, cfg)}
+        for token_id, closes, state, start in zip(
+            ids[simple].tolist(),
+            scan.closes[simple].tolist(),
+            scan.final_state[simple].tolist(),
+            scan.final_start[simple].tolist(),
+            strict=True,
+        ):
+            before = shared[closes]
+            spelling = shapes.spellings[token_id]
+            pending = spelling[start:] if start >= 0 else gamma.pending + spelling  # type: ignore[index,operator]
+            if before is None or not binder.pending_verdict(before, state, pending):
+                refused.append(token_id)
+        for token_id in ids[scan.marked & ~scan.simple].tolist():
+            spelling = shapes.spellings[token_id]
+            after = self.oracle.try_feed(cfg, spelling)  # type: ignore[arg-type]
+            if after is None or binder.advance(gamma, spelling, after) is None:  # type: ignore[arg-type]
+                refused.append(token_id)
+        eos = [t for t in self.vocab.eos_token_ids if t in mask]
+        if eos and not binder.ends(gamma, cfg):
+            refused.extend(eos)
+        if not refused:
+            return mask
+        out = TokenSet(self.vocab.size)
+        out.add_all(set(mask.ids()).difference(refused))
+        return out
+
+    def _language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
         entry = self._entry(cfg, 0)
 
         def walk_below(after: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
@@ -210,10 +283,17 @@ class Guide:
                 judged = self._judge.violations(sql, found)
         return sorted(violations, key=lambda v: (v.start, v.end)) + judged
 
-    def completion(self, cfg: Configuration) -> list[int]:
+    def completion(self, cfg: Configuration, gamma: GammaState | None = None) -> list[int]:
         """Tokens of a shortest legal completion at `cfg`, ending with EOS (Proposition 9's
-        Write(shortest completion + EOS)); its length is the token-denominated reserve."""
-        return [*self.trie.tokenize(self.completer.complete(cfg)), self.vocab.eos_token_id]
+        Write(shortest completion + EOS)); its length is the token-denominated reserve. With Γ,
+        the names it writes at resolved slots are ones Γ allows (the grammar's shortest,
+        repaired name by name; where no repair is found, the grammar's, which the checker
+        then judges)."""
+        text = self.completer.complete(cfg)
+        if gamma is not None and self.binder is not None:
+            repaired = self.binder.repair(gamma, cfg, text, self.completer.complete)
+            text = repaired if repaired is not None else text
+        return [*self.trie.tokenize(text), self.vocab.eos_token_id]
 
 
 def compile(
@@ -226,12 +306,15 @@ def compile(
     registry: Registry | None = None,
     catalogue: ConstructCatalogue | None = None,
     profile: GenerationProfile | None = None,
+    gamma: bool = False,
 ) -> Guide:
     """A Guide for `grammar` over `vocab`. With a policy (and `role`, unless the policy has
     one role) the language is the role's projection (L2); with a schema its identifiers are the
     names the role may see (L3); with a generation `profile`, it is narrowed to what that profile
-    lets a model write (None: the dialect's whole language, what `gridrail parse` reads). A
-    grammar given already compiled is used as it is.
+    lets a model write (None: the dialect's whole language, what `gridrail parse` reads). With
+    `gamma` (and a schema), names the statement declares are tracked and the slots that
+    refer to them allow only names that bind (issue 15, docs/names.md). A grammar given
+    already compiled is used as it is.
     `catalogue` is the grammar's policy surface (statement kinds, constructs, capabilities,
     lexicon categories): a bundled grammar has its own; any other grammar needs one for a
     policy or a schema (`ConstructCatalogue.from_file(path, grammar)`).
@@ -239,7 +322,7 @@ def compile(
     The role's language and its compiled grammar come from `registry` (default: the process-wide
     one), built once per fingerprint however many guides and threads ask for them (§6.3)."""
     with _collector_paused():
-        return _compile(grammar, vocab, schema, policy, role, registry, catalogue, profile)
+        return _compile(grammar, vocab, schema, policy, role, registry, catalogue, profile, gamma)
 
 
 def _compile(
@@ -251,7 +334,10 @@ def _compile(
     registry: Registry | None,
     catalogue: ConstructCatalogue | None,
     profile: GenerationProfile | None,
+    gamma: bool = False,
 ) -> Guide:
+    if gamma and schema is None:
+        raise UsageError("names declared in the statement (gamma=True) need a schema")
     if schema is None and policy is None and role is None and profile is None:
         dialect = grammar.grammar if isinstance(grammar, CompiledGrammar) else grammar
         if not isinstance(grammar, CompiledGrammar):
@@ -282,6 +368,7 @@ def _compile(
         trie=shared_trie(vocab, registry),
         cache=shared_mask_cache(compiled, vocab, lexicon_fingerprint, registry),
         family_cache=shared_family_cache(grammar, vocab, registry, catalogue),
+        names=NameCatalog.from_view(view) if gamma and view is not None else None,
     )
 
 
@@ -362,6 +449,9 @@ class Matcher:
         self.audit = audit  # when given, every accepted token and rollback is recorded
         self._last_mask: tuple[Configuration, MaskEntry, TokenSet] | None = None
         self._history: list[Configuration] = [guide.oracle.initial]
+        # Γ after each history entry (a guide compiled with gamma=True), else None
+        binder = guide.binder
+        self._gamma: list[GammaState] | None = None if binder is None else [binder.initial]
         # History length -> the rest of an accepted sentence-ending span from there: a rollback
         # into a reserve completion must offer that rest (it fits the budget), not a fresh
         # shortest completion, which can be a token longer.
@@ -369,7 +459,7 @@ class Matcher:
         self._tokens: list[int] = []  # accepted ids, one per history entry after the first
         self._terminated = False
         if max_tokens is not None:
-            reserve = len(guide.completion(guide.oracle.initial))
+            reserve = len(guide.completion(guide.oracle.initial, self._gamma_at(0)))
             if max_tokens < reserve:
                 raise UsageError(
                     f"max_tokens={max_tokens} is below the reserve: the shortest sentence of this "
@@ -391,6 +481,19 @@ class Matcher:
     def configuration(self) -> Configuration:
         return self._history[-1]
 
+    def _gamma_at(self, index: int) -> GammaState | None:
+        return None if self._gamma is None else self._gamma[index]
+
+    def configuration_hash(self) -> str:
+        """H(κ) of the current configuration (Γ included, under Γ): what audit records name."""
+        gamma = self._gamma_at(-1)
+        names = b"" if gamma is None else gamma.digest + b"\0" + gamma.pending
+        return configuration_hash(self.configuration, names)
+
+    def mask_with_entry(self) -> tuple[MaskEntry, TokenSet]:
+        """The current mask (Γ applied, under Γ) and the cache entry its walk came from."""
+        return self._mask_at(self.configuration)
+
     def is_terminated(self) -> bool:
         return self._terminated
 
@@ -399,6 +502,8 @@ class Matcher:
         if self.audit is not None and self._tokens:
             self.rollback(len(self._tokens))
         del self._history[1:]
+        if self._gamma is not None:
+            del self._gamma[1:]
         self._tokens.clear()
         self._terminated = False
 
@@ -417,7 +522,7 @@ class Matcher:
         last = self._last_mask
         if last is not None and last[0] is cfg:
             return last[1], last[2]
-        entry, mask = self.guide.mask_with_entry(cfg)
+        entry, mask = self.guide.mask_with_entry(cfg, self._gamma_at(-1))
         self._last_mask = (cfg, entry, mask)
         return entry, mask
 
@@ -468,24 +573,34 @@ class Matcher:
     def _valid_prefix(self, token_ids: list[int]) -> list[int]:
         return token_ids[: len(self._configurations_after(token_ids))]
 
-    def _configurations_after(self, token_ids: list[int]) -> list[Configuration]:
-        """The configuration after each token of the longest prefix of `token_ids` that would be
-        accepted (an EOS leaves it unchanged): each token is fed once."""
+    def _configurations_after(
+        self, token_ids: list[int]
+    ) -> list[tuple[Configuration, GammaState | None]]:
+        """The configuration (and Γ) after each token of the longest prefix of `token_ids` that
+        would be accepted (an EOS leaves it unchanged): each token is fed once."""
         cfg, terminated = self.configuration, self._terminated
-        out: list[Configuration] = []
+        gamma, binder = self._gamma_at(-1), self.guide.binder
+        out: list[tuple[Configuration, GammaState | None]] = []
         for token_id in token_ids:
             if terminated:
                 break
             if self.guide.is_eos(token_id):
                 if not self.guide.oracle.eos_ok(cfg):
                     break
+                if binder is not None and gamma is not None and not binder.ends(gamma, cfg):
+                    break
                 terminated = True
             else:
                 nxt = self._advance(cfg, token_id)
                 if nxt is None:
                     break
+                if binder is not None and gamma is not None:
+                    spelling = self.guide.vocab.token_bytes(token_id)
+                    gamma = binder.advance(gamma, spelling, nxt)  # type: ignore[arg-type]
+                    if gamma is None:
+                        break
                 cfg = nxt
-            out.append(cfg)
+            out.append((cfg, gamma))
         return out
 
     def accept_tokens(self, token_ids: Sequence[int], kind: str = "sampled") -> bool:
@@ -499,12 +614,13 @@ class Matcher:
         after = self._configurations_after(token_ids)
         if len(after) != len(token_ids):
             return False
-        if not self._within_budget(token_ids, after[-1] if after else self.configuration):
+        last = after[-1] if after else (self.configuration, self._gamma_at(-1))
+        if not self._within_budget(token_ids, *last):
             return False
         for stale in [n for n in self._finishes if n > len(self._history)]:
             del self._finishes[stale]  # from a branch that was rolled back
         ends_sentence = bool(token_ids) and self.guide.is_eos(token_ids[-1])
-        for position, (token_id, cfg) in enumerate(zip(token_ids, after, strict=True)):
+        for position, (token_id, (cfg, gamma)) in enumerate(zip(token_ids, after, strict=True)):
             if ends_sentence and position:
                 self._finishes[len(self._history)] = list(token_ids[position:])
             if self.audit is not None:
@@ -512,6 +628,8 @@ class Matcher:
             if self.guide.is_eos(token_id):
                 self._terminated = True
             self._history.append(cfg)
+            if self._gamma is not None:
+                self._gamma.append(gamma)  # type: ignore[arg-type]
             self._tokens.append(token_id)
         return True
 
@@ -519,21 +637,23 @@ class Matcher:
         cfg = self.configuration
         entry, mask = self._mask_at(cfg)
         self.audit.append(  # type: ignore[union-attr]  # only called with a log
-            configuration_hash(cfg),
+            self.configuration_hash(),
             entry.entry_id,
             token_id,
             self.guide.vocab.size - mask.count(),
             kind,
         )
 
-    def _within_budget(self, token_ids: Sequence[int], cfg: Configuration) -> bool:
+    def _within_budget(
+        self, token_ids: Sequence[int], cfg: Configuration, gamma: GammaState | None
+    ) -> bool:
         """Whether accepting `token_ids`, which lead to `cfg`, keeps the budget invariant."""
         if self.max_tokens is None:
             return True
         total = self.num_accepted + len(token_ids)
         if token_ids and self.guide.is_eos(token_ids[-1]):
             return total <= self.max_tokens
-        return total + len(self.guide.completion(cfg)) <= self.max_tokens
+        return total + len(self.guide.completion(cfg, gamma)) <= self.max_tokens
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (EOS included)."""
@@ -544,13 +664,14 @@ class Matcher:
             )
         if num_tokens:
             del self._history[-num_tokens:]
+            if self._gamma is not None:
+                del self._gamma[-num_tokens:]
             del self._tokens[-num_tokens:]
             self._terminated = False
             if self.audit is not None:
-                cfg = self.configuration
-                entry, _ = self._mask_at(cfg)
+                entry, _ = self._mask_at(self.configuration)
                 self.audit.append(
-                    configuration_hash(cfg), entry.entry_id, num_tokens, 0, "rollback"
+                    self.configuration_hash(), entry.entry_id, num_tokens, 0, "rollback"
                 )
 
     def completion(self) -> list[int]:
@@ -559,21 +680,26 @@ class Matcher:
         if self._terminated:
             return []
         known = self._finishes.get(len(self._history))
-        return list(known) if known is not None else self.guide.completion(self.configuration)
+        if known is not None:
+            return list(known)
+        return self.guide.completion(self.configuration, self._gamma_at(-1))
 
     def forced_tokens(self) -> list[int]:
         """Jump-forward: while the mask is a single non-EOS token, that token (bounded by
         MAX_FORCED_SPAN). Does not advance the matcher; accept them to use them."""
         forced: list[int] = []
-        cfg = self.configuration
+        cfg, gamma, binder = self.configuration, self._gamma_at(-1), self.guide.binder
         if self._terminated:
             return forced
         while len(forced) < MAX_FORCED_SPAN:
-            ids = self.guide.mask(cfg).ids()
+            ids = self.guide.mask(cfg, gamma).ids()
             if len(ids) != 1 or self.guide.is_eos(ids[0]):
                 break
             nxt = self._advance(cfg, ids[0])
             assert nxt is not None  # it is in the mask
+            if binder is not None and gamma is not None:
+                gamma = binder.advance(gamma, self.guide.vocab.token_bytes(ids[0]), nxt)  # type: ignore[arg-type]
+                assert gamma is not None  # it is in the mask
             forced.append(ids[0])
             cfg = nxt
         return forced
@@ -587,6 +713,14 @@ def _integer_argument(name: str, value: object) -> int:
             return operator.index(value)  # type: ignore[arg-type]
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
     raise UsageError(f"{name} must be an integer, not {type(value).__name__} ({shown})")
+
+
+_SHAPES: BoundedLRU[TokenShapes] = BoundedLRU(4, 1 << 31)
+
+
+def _token_shapes(vocab: Vocabulary) -> TokenShapes:
+    """The vocabulary's facts for the Γ filter, built once per vocabulary."""
+    return _SHAPES.memo(vocab.fingerprint, lambda: TokenShapes(vocab))
 
 
 def _require_a_first_token(guide: Guide) -> None:

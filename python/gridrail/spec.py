@@ -8,6 +8,7 @@ differential test fast ≡ spec pins the walk, the split and alias expansion bit
 
 from __future__ import annotations
 
+from gridrail.gamma.binder import Binder, GammaState
 from gridrail.mask.bitmask import TokenSet
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.vocabulary import Vocabulary
@@ -20,5 +21,25 @@ def spec_mask(oracle: Oracle, vocab: Vocabulary, cfg: Configuration) -> TokenSet
         if spelling and oracle.try_feed(cfg, spelling) is not None:
             allowed.add(token_id)
     if oracle.eos_ok(cfg):
+        allowed.add_all(vocab.eos_token_ids)
+    return allowed
+
+
+def spec_mask_gamma(
+    oracle: Oracle, binder: Binder, vocab: Vocabulary, cfg: Configuration, gamma: GammaState
+) -> TokenSet:
+    """The mask of L_Γ (issue 15): a token is allowed iff it is allowed in L and the binder,
+    reading its bytes from Γ, keeps the output a viable prefix of L_Γ. Every token is read;
+    none of the fast path's shortcuts (which tokens need reading, the shared first lexeme) is
+    used."""
+    allowed = TokenSet(vocab.size)
+    for token_id in range(vocab.size):
+        spelling = vocab.token_bytes(token_id)
+        if not spelling:
+            continue
+        after = oracle.try_feed(cfg, spelling)
+        if after is not None and binder.advance(gamma, spelling, after) is not None:
+            allowed.add(token_id)
+    if oracle.eos_ok(cfg) and binder.ends(gamma, cfg):
         allowed.add_all(vocab.eos_token_ids)
     return allowed

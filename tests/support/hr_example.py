@@ -17,9 +17,10 @@ def hr_guide(
     role: str = "analyst",
     profile: gr.GenerationProfile | None = None,
     schema: gr.Schema | None = None,
+    gamma: bool = False,
 ) -> gr.Guide:
-    """The guide of `role` over the example's schema, or `schema` (`profile`: what `gridrail
-    ask` adds)."""
+    """The guide of `role` over the example's schema, or `schema` (`profile` and `gamma`: what
+    `gridrail ask` adds)."""
     return gr.compile(
         gr.Grammar.bundled("sqlite"),
         vocab,
@@ -27,4 +28,5 @@ def hr_guide(
         policy=gr.Policy.from_file(HR_POLICY),
         role=role,
         profile=profile,
+        gamma=gamma,
     )

@@ -1,0 +1,87 @@
+"""Requirement R under Γ: is the cost of a mask with names tracked flat in the output's length?
+
+    python bench/gamma_slope.py [--stream 2000] [--runs 3] [--tokenizer gpt2]
+
+A guide compiled with `gamma=True` (strict profile) over a one-table SQLite schema t(name,
+c1..c9); the streams are bench/mask_cache.py's seeded WHERE chains (`SELECT name FROM t WHERE
+<predicates>;`), whose every column reference is a Γ slot. Each stream is replayed twice: a
+cold pass (untimed: fills the language mask's caches) and a timed pass, where what is timed is
+`matcher.allowed()` before each token — the language's mask and Γ's filter of it (Γ's filter is
+not cached). Per run the OLS slope of step latency (µs) on position; over runs the mean slope
+with its 95% interval, p50 / p99 of every step pooled (bench/mask_cache.py's statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tokenizers import Tokenizer
+
+import gridrail as gr
+from mask_cache import ACCEPTANCE_BAND, SlopeSummary, _ols_slope, where_chain
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _schema(directory: Path) -> gr.Schema:
+    path = directory / "t.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(f"CREATE TABLE t (name TEXT, {', '.join(f'c{i} TEXT' for i in range(1, 10))})")
+    return gr.Schema.from_sqlite(path)
+
+
+def _timed(matcher: gr.Matcher, ids: list[int]) -> list[float]:
+    times = []
+    for token in ids:
+        started = time.perf_counter_ns()
+        matcher.allowed()
+        times.append((time.perf_counter_ns() - started) / 1e3)
+        assert matcher.accept_tokens([token])
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tokenizer", default="gpt2")
+    parser.add_argument("--stream", type=int, default=2_000, help="tokens per stream")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    path = ROOT.parent / "shared" / "tokenizers" / args.tokenizer / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(str(path))
+    vocab = gr.Vocabulary.from_file(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = _schema(Path(tmp))
+    guide = gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        vocab,
+        schema=schema,
+        profile=gr.GenerationProfile(),
+        gamma=True,
+    )
+    summary = SlopeSummary([], [])
+    for seed in range(args.runs):
+        ids = where_chain(random.Random(seed), tokenizer, args.stream)
+        _timed(guide.matcher(), ids)  # cold pass
+        gc.collect()
+        gc.disable()
+        try:
+            times = _timed(guide.matcher(), ids)
+        finally:
+            gc.enable()
+        summary.slopes.append(_ols_slope(times))
+        summary.latencies.extend(times)
+        print(f"run {seed}: {len(ids)} tokens, slope {summary.slopes[-1]:+.2e} µs/position")
+    summary.report("Γ mask (language mask warm, Γ filter computed)", ACCEPTANCE_BAND)
+
+
+if __name__ == "__main__":
+    main()

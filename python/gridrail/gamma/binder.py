@@ -1,0 +1,1185 @@
+"""The binder: Γ carried through decoding, and the Γ-slots it puts on the mask (issue 15, part 1).
+
+The byte-level oracle decides L (the role's language); no context-free mask can decide which
+names a statement has declared (the GRID paper's Proposition 11). The binder reads the same
+lexemes the oracle reads — maximal munch, the contextual winner — with an LR driver over the
+same tables and the same interned stack nodes, and runs semantic actions on the reductions
+that declare names (FROM items, select-list aliases, CTEs, derived tables), keeping Γ
+(`gamma.environment`) beside the parser stack. Its state is immutable, so a matcher's history
+holds one per token and rollback pops it.
+
+L_Γ ⊆ L: the sentences of L whose names bind, by the dialect's rules, to what the role may
+see. In a SELECT block:
+* names in ON, WHERE, GROUP BY, HAVING, ORDER BY and LIMIT are *slots* once the FROM clause
+  has closed (ON: the items declared so far; bare names in ON, which SQLite binds against the
+  whole FROM list, are refused): only names that bind are allowed;
+* names in the select list come before their FROM clause: they are *obligations*
+  (`gamma.obligations`), each allowed only while the FROM clause can still discharge all of
+  them, and the FROM clause's tables, aliases and its end are allowed only on that condition;
+* outside every block (a VALUES row) nothing is bound.
+INSERT / UPDATE / DELETE statements keep today's lexicon rung (names open).
+
+The mask under Γ is the mask of L without the tokens after which the output is no longer a
+viable prefix of L_Γ: a token whose lexemes put a name at a slot that does not bind, or end a
+FROM clause that leaves an obligation, or leave a pending lexeme that no allowed name (and no
+terminal Γ does not judge) can complete. Every allowed name is a complete lexeme and every
+obligation can be discharged, so each Γ-viable prefix has a completion (`repair` builds one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import NamedTuple
+
+from gridrail.errors import GrammarError
+from gridrail.gamma.catalog import NameCatalog
+from gridrail.gamma.environment import (
+    Binding,
+    Block,
+    Cell,
+    Column,
+    Phase,
+    ResultItem,
+    bare_columns,
+    cells,
+    columns_by_key,
+    expand_result,
+    innermost,
+    qualified_columns,
+    qualifiers,
+)
+from gridrail.gamma.obligations import Catalog, discharged, plan
+from gridrail.gamma.tokens import SlotScan
+from gridrail.grammar.lalr import ACCEPT
+from gridrail.lru import BoundedLRU
+from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.parse.stack import StackNode
+
+# The grammar's rule and alias names the binder acts on (checked against the grammar).
+LABELS = (
+    "select_core",
+    "from_clause",
+    "on",
+    "table",
+    "table_alias",
+    "subquery_table",
+    "expr_column",
+    "column_ref",
+    "all_columns",
+    "table_all_columns",
+    "compound",
+    "select_stmt",
+    "with_clause",
+    "common_table_expr",
+    "cte_column_list",
+    "order_by_clause",
+    "limit_clause",
+    "values_clause",
+    "subquery_table",
+    "parenthesized_join",
+)
+# The terminals of name slots and of the names the binder records.
+QUALIFIER, COLUMN_NAME, TABLE_NAME = "QUALIFIER", "COLUMN_NAME", "TABLE_NAME"
+TABLE_ALIAS, COLUMN_ALIAS, CTE_NAME = "TABLE_ALIAS", "COLUMN_ALIAS", "CTE_NAME"
+WRITE_KEYWORDS = frozenset({"insert", "replace", "update", "delete"})
+# Joins that merge columns by name (NATURAL, USING): L_Γ has none in a SELECT block — which
+# names they merge, and when SQLite finds them ambiguous, is left to a later part.
+MERGING_JOINS = ("NATURAL", "USING")
+
+
+class GammaState(NamedTuple):
+    """Γ at a lexeme boundary, plus the pending lexeme's bytes."""
+
+    node: StackNode  # the LR stack after the last emitted lexeme (the oracle's own node)
+    values: Cell | None  # semantic values, one per stack symbol above the root
+    block: Block | None  # the innermost open block
+    pending: bytes  # the lexeme in progress
+    open_root: bool  # an INSERT / UPDATE / DELETE: names outside every block stay open
+    # BLAKE2b-128 chained over the lexemes read (Γ is a function of them): what an audit
+    # record's configuration hash adds for Γ, in O(1) per lexeme
+    digest: bytes = bytes(16)
+
+
+class Failure(NamedTuple):
+    """A lexeme that breaks Γ: where it starts in the text, its terminal, and the state it
+    met (to choose an allowed name in its place)."""
+
+    start: int
+    terminal: int
+    state: GammaState
+
+
+class Token(NamedTuple):
+    terminal: str
+    text: str
+
+
+class Slot(NamedTuple):
+    """What Γ allows at a name slot: `names` (key -> spelling), and with `fresh`, also every
+    name of the terminal whose key is not in `fresh` and that `fresh_test` accepts (a new
+    alias)."""
+
+    names: dict[str, str]
+    fresh: frozenset[str] | None = None
+    fresh_test: Callable[[str], bool] | None = None
+
+    def allows(self, key: str) -> bool:
+        if key in self.names:
+            return True
+        if self.fresh is None or key in self.fresh:
+            return False
+        return self.fresh_test is None or self.fresh_test(key)
+
+
+class _Refused(Exception):
+    """A reduction Γ refuses (a FROM item or a FROM clause that breaks an obligation)."""
+
+
+# Fresh aliases the reserve may write, in order of preference.
+FRESH_ALIASES = tuple(f"t{i}" for i in range(10)) + tuple("abcdefghijklmnopqrsuvwxyz")
+
+
+class Binder:
+    """Γ for one guide: the grammar's tables, the schema as the role sees it."""
+
+    def __init__(self, oracle: Oracle, names: NameCatalog):
+        compiled = oracle.compiled
+        grammar = compiled.grammar
+        self.oracle = oracle
+        self.names = names
+        self.rules = names.rules
+        tables = compiled.tables
+        self._action, self._goto = tables.action, tables.goto
+        self._lengths = [length for _, length in tables.productions]
+        self._lhs = [lhs for lhs, _ in tables.productions]
+        self._nonterminal_base = tables.end + 1
+        self._labels = [p.alias or p.lhs for p in grammar.productions]
+        self._ignored = compiled.ignored_mask
+        self._names = compiled.terminal_names
+        self._index = {name: i for i, name in enumerate(compiled.terminal_names)}
+        scanner = compiled.scanner
+        self._run, self._start = scanner.fast_run, scanner.start
+        self._trans, self._live, self._accept = oracle.scanner_tables()
+        missing = set(LABELS) - {p.alias or p.lhs for p in oracle.compiled.grammar.productions}
+        if "select_core" not in missing and missing & _CORE_LABELS:
+            raise GrammarError(
+                "names declared in the statement (Γ) need the grammar's rules "
+                f"{', '.join(sorted(_CORE_LABELS))}; {grammar.name} has no "
+                f"{', '.join(sorted(missing & _CORE_LABELS))}"
+            )
+        self._joins = "join" not in missing
+        # a SELECT block may end without FROM (then its obligations refuse its end)
+        self._from_optional = any(
+            (p.alias or p.lhs) == "select_core" and "from_clause" not in p.rhs
+            for p in oracle.compiled.grammar.productions
+        )
+        self._aliases = "table_alias" not in missing
+        slot_names = (QUALIFIER, COLUMN_NAME, TABLE_NAME, TABLE_ALIAS)
+        self._restricted = {self._index[n] for n in slot_names if n in self._index}
+        self._merging = {self._index[n] for n in MERGING_JOINS if n in self._index}
+        self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
+        slot_bits = sum(1 << t for t in self._restricted | self._merging)
+        every = (1 << len(self._names)) - 1
+        layout = [
+            (w := compiled.winner(accept, every)) >= 0 and bool((self._ignored >> w) & 1)
+            for accept in self._accept
+        ]
+        self.slot_scan = SlotScan(
+            self._trans, self._live, self._accept, self._start, slot_bits, layout
+        )
+        self._prefixes: BoundedLRU[frozenset[bytes]] = BoundedLRU(4096, 1 << 30)
+        self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
+        self._table_columns: dict[str, dict[str, Column]] = {}
+        self._candidates: BoundedLRU[Slot] = BoundedLRU(4096, 1 << 30)
+        self._catalog: Catalog | None = None
+        self._after: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
+        self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
+        self.initial = GammaState(oracle.initial.stack, None, None, b"", False)
+
+    def _state_events(
+        self, kernels: tuple, rhs: tuple[tuple[str, ...], ...]
+    ) -> tuple[dict[int, str], dict[int, str]]:
+        """Per LR state reached by a shift: the block event it starts ("select", "from", "on",
+        "order", "limit", "with"), and the name slot it fills ("qualifier", "column",
+        "qualified column")."""
+        opens: dict[int, str] = {}
+        slots: dict[int, str] = {}
+        starts = {
+            "select_core": "select",
+            "from_clause": "from",
+            "on": "on",
+            "order_by_clause": "order",
+            "limit_clause": "limit",
+            "with_clause": "with",
+            "values_clause": "values",
+        }
+        for state, items in enumerate(kernels):
+            for production, dot in items:
+                label = self._labels[production] if production < len(self._labels) else ""
+                if dot == 1 and label in starts:
+                    opens[state] = starts[label]
+                symbols = rhs[production] if production < len(rhs) else ()
+                if label == "column_ref" and dot >= 1:
+                    if symbols[dot - 1] == QUALIFIER:
+                        slots[state] = "qualifier"
+                    elif symbols[dot - 1] == COLUMN_NAME:
+                        slots[state] = "qualified column" if dot == 2 else "column"
+                if label == "table" and dot == 1 and symbols[0] == TABLE_NAME:
+                    slots[state] = "table"
+                if label == "table_alias" and dot >= 1 and symbols[dot - 1] == TABLE_ALIAS:
+                    slots[state] = "alias"
+                if label in ("subquery_table", "parenthesized_join") and dot == 1:
+                    opens[state] = "item paren"
+        return opens, slots
+
+    def resolves(self, state: GammaState) -> bool:
+        """Do name slots at `state` go through Γ (else they are open, as without Γ)?"""
+        return not state.open_root
+
+    def owes(self, state: GammaState) -> bool:
+        """Is the innermost block still in its select list (whose names, some perhaps owed
+        only once the pending lexeme ends, the FROM clause will owe)?"""
+        inner = innermost(state.block)
+        return not state.open_root and inner is not None and inner.phase is Phase.COLUMNS
+
+    def closing(self, state: GammaState) -> bool:
+        """Is `state` inside a FROM clause that still owes its select list names (where any
+        token — `;`, `)`, WHERE, `(` — may be refused, not only names)?"""
+        inner = innermost(state.block)
+        if state.open_root or inner is None or not inner.obligations:
+            return False
+        return inner.phase in (Phase.FROM, Phase.ON) or (
+            inner.phase is Phase.COLUMNS and self._from_optional
+        )
+
+    # -- reading lexemes
+    def advance(self, state: GammaState, data: bytes, after: Configuration) -> GammaState | None:
+        """Γ after `data` (bytes the oracle took from `state`'s configuration to `after`), or
+        None if they leave L_Γ."""
+        found = self._read(state, data, after)
+        return found if isinstance(found, GammaState) else None
+
+    def ends(self, state: GammaState, cfg: Configuration) -> bool:
+        """May the output stop here (the oracle says it may): do the last lexeme and the
+        reductions at the end keep every name bound (the FROM clauses close)?"""
+        if state.open_root:
+            return True
+        finished = Configuration(cfg.stack, self._start, 0, -1, b"")
+        read = self._read(state, b"", finished)
+        if not isinstance(read, GammaState):
+            return False
+        try:
+            return self._reduce_for(read, self._nonterminal_base - 1) is not None  # $END
+        except _Refused:
+            return False
+
+    def _reduce_for(
+        self, state: GammaState, terminal: int
+    ) -> tuple[StackNode, Cell | None, Block | None, int] | None:
+        """The reduce chain `terminal` causes as the lookahead at `state`'s boundary, with the
+        semantic actions: (stack, values, Γ, the move it then makes: a shift's state, or
+        ACCEPT); None if the tables have no move for it; `_Refused` if Γ refuses a reduction."""
+        node, values, block = state.node, state.values, state.block
+        while True:
+            move = self._action[node.state].get(terminal)
+            if move is None:
+                return None
+            if move >= 0 or move == ACCEPT:
+                return node, values, block, move
+            node, values, block = self._reduce(node, values, block, -1 - move, state.open_root)
+
+    def _read(self, state: GammaState, data: bytes, after: Configuration) -> GammaState | Failure:
+        text = state.pending + data
+        cut = len(text) - after.lexeme_length
+        position = 0
+        node, values, block, open_root = state.node, state.values, state.block, state.open_root
+        digest = state.digest
+        while position < cut:
+            _, _, length, accept_state = self._run(self._start, text[position:])
+            allowed = self.oracle.lr.allowed_mask(node) | self._ignored
+            terminal = self.oracle.winner_in(accept_state, allowed)
+            end = position + length
+            if not (self._ignored >> terminal) & 1:
+                before = GammaState(node, values, block, text[position:end], open_root, digest)
+                shifted = self._shift(before, terminal, text[position:end])
+                if shifted is None:
+                    return Failure(position, terminal, before)
+                node, values, block, open_root, digest = shifted
+            position = end
+        nxt = GammaState(node, values, block, text[cut:], open_root, digest)
+        return nxt if self._pending_ok(nxt, after) else Failure(cut, -1, nxt)
+
+    def _shift(
+        self, state: GammaState, terminal: int, lexeme: bytes
+    ) -> tuple[StackNode, Cell | None, Block | None, bool, bytes] | None:
+        """Reduce, check the lexeme at its slot, shift; None if Γ refuses it."""
+        try:
+            found = self._reduce_for(state, terminal)
+        except _Refused:
+            return None
+        if found is None:
+            raise RuntimeError("the binder disagrees with the oracle; please report it")
+        node, values, block, move = found
+        text = lexeme.decode("utf-8", "surrogateescape")
+        slot_kind = self._slots.get(move)
+        if terminal in self._restricted and not state.open_root:
+            slot = self._slot(slot_kind, block, values)
+            key = self._key(text, self._names[terminal])
+            if slot is not None and not slot.allows(key):
+                return None
+            block = self._oblige(slot_kind, block, values, key)
+        open_root = state.open_root or (innermost(block) is None and text.lower() in WRITE_KEYWORDS)
+        if terminal in self._merging and self._in_from(block, state.open_root):
+            return None
+        pushed = node.push(move, terminal)
+        values = Cell(Token(self._names[terminal], text), values)
+        event = self._opens.get(move)
+        if event == "item paren":
+            inner = innermost(block)
+            if not state.open_root and inner is not None and inner.obligations:
+                return None  # a FROM subquery is not planned for: the select list named columns
+        elif event is not None:
+            block = self._open(event, block, node, values)
+        if (
+            terminal not in self._restricted
+            and not open_root
+            and not self._alive(pushed, values, block)
+        ):
+            return None  # nothing could follow it: a dead end
+        chained = hashlib.blake2b(
+            state.digest + terminal.to_bytes(4, "little") + lexeme, digest_size=16
+        ).digest()
+        return pushed, values, block, open_root, chained
+
+    def _oblige(self, slot: str | None, block: Block | None, values: Cell | None, key: str):
+        """Γ after a column reference in a select list (before its FROM): one more obligation."""
+        inner = innermost(block)
+        if inner is None or inner.phase is not Phase.COLUMNS or slot not in _COLUMN_SLOTS:
+            return block
+        qualifier = self._qualifier_before(values) if slot == "qualified column" else None
+        grown = inner.obligations.with_column(qualifier, key)
+        return _replace_inner(block, replace(inner, obligations=grown))
+
+    def _qualifier_before(self, values: Cell | None) -> str | None:
+        token = values.head if values is not None else None
+        if not isinstance(token, Token) or token.terminal != QUALIFIER:
+            return None
+        return self._key(token.text, QUALIFIER)
+
+    def _key(self, written: str, terminal: str) -> str:
+        if terminal == QUALIFIER:
+            written = written[:-1]
+        name, quoted = self.rules.unquote(written)
+        return self.rules.key(name, quoted)
+
+    def _slot(self, slot: str | None, block: Block | None, values: Cell | None) -> Slot | None:
+        """What Γ allows at a name slot of kind `slot` (None: a slot Γ does not judge)."""
+        if slot is None:
+            return None
+        inner = innermost(block)
+        qualifier = self._qualifier_before(values) if slot == "qualified column" else None
+        if slot == "qualified column" and qualifier is None:
+            return None
+        table = None
+        if slot in ("table", "alias"):
+            if inner is None or inner.phase is not Phase.FROM:
+                return None  # an UPDATE's or DELETE's target, an UPDATE's FROM
+            if slot == "alias":
+                table = self._aliased_table(values)
+                if table is None:  # a subquery's alias: any name no other item has
+                    return Slot({}, frozenset(b.key for b in cells(inner.declared) if b.key))  # type: ignore[union-attr]
+        elif inner is not None and inner.phase is Phase.FROM:
+            return None  # USING lists; derived tables have blocks of their own
+
+        def build() -> Slot:
+            if inner is not None and inner.phase is Phase.COLUMNS and slot == "qualifier":
+                return self._obliging_qualifier(inner)
+            if inner is not None and inner.phase is Phase.COLUMNS:
+                return self._obliging_slot(inner, slot, qualifier)  # type: ignore[arg-type]
+            if slot == "table":
+                return self._table_slot(inner, block)  # type: ignore[arg-type]
+            if slot == "alias":
+                return self._alias_slot(inner, table)  # type: ignore[arg-type]
+            if slot == "qualifier":
+                return Slot({q: q for q in qualifiers(block)})
+            if slot == "column":
+                return Slot(bare_columns(block))
+            return Slot(qualified_columns(block, qualifier))  # type: ignore[arg-type]
+
+        return self._candidates.memo((block, slot, qualifier, table), build)
+
+    def catalog(self) -> Catalog:
+        """The tables a FROM clause may add, for the obligations' search (built once)."""
+        if self._catalog is None:
+            alias = self._index.get(TABLE_ALIAS)
+            tables = {key: self._columns_of(name, None) for key, (name, _) in self._tables.items()}
+            self._catalog = Catalog(
+                tables,
+                self._joins,
+                self._aliases and alias is not None,
+                lambda name: alias is not None and self._reads_as(name.encode(), alias),
+            )
+        return self._catalog
+
+    def _obliging_slot(self, inner: Block, slot: str, qualifier: str | None) -> Slot:
+        """A column in a select list: the names that keep the obligations dischargeable."""
+        catalog = self.catalog()
+        if qualifier is None:
+            candidates = {
+                k: c.name for t in catalog.tables.values() for k, c in t.items() if c.visible
+            }
+            candidates.update(bare_columns(inner.outer))
+        else:
+            candidates = {
+                k: c.name
+                for key, t in catalog.tables.items()
+                if catalog.may_name(key, qualifier)
+                for k, c in t.items()
+                if c.visible
+            }
+            candidates.update(qualified_columns(inner.outer, qualifier))
+        own = tuple(cells(inner.declared))  # type: ignore[arg-type]
+        allowed = {
+            key: name
+            for key, name in candidates.items()
+            if plan(inner.obligations.with_column(qualifier, key), own, inner.outer, catalog, True)
+            is not None
+        }
+        return Slot(allowed)
+
+    def _obliging_qualifier(self, inner: Block) -> Slot:
+        """A qualifier in a select list: one that some FROM item can still be named after
+        (with the obligations so far kept dischargeable) — `q.*` needs no more."""
+        catalog = self.catalog()
+        own = tuple(cells(inner.declared))  # type: ignore[arg-type]
+        known = set(inner.obligations.qualified) | set(catalog.tables)
+
+        def fine(qualifier: str) -> bool:
+            grown = inner.obligations.with_column(qualifier, None)
+            return plan(grown, own, inner.outer, catalog, True) is not None
+
+        names = {q: q for q in known if fine(q)}
+        probe = next((a for a in FRESH_ALIASES if a not in known and catalog.alias_name(a)), None)
+        if probe is None or not fine(probe):
+            return Slot(names)
+        return Slot(names, frozenset(known), catalog.alias_name)
+
+    def _table_slot(self, inner: Block, block: Block | None) -> Slot:
+        """A FROM item's table: those under some name (its own, an obligation's qualifier, a
+        fresh alias) no other item of the FROM clause has, that keep the obligations
+        dischargeable."""
+        catalog = self.catalog()
+        own = tuple(cells(inner.declared))  # type: ignore[arg-type]
+        allowed = {}
+        for key, (written, _) in self._tables.items():
+            columns = self._columns_of(written, block)
+            for name in self._names_for(inner, key):
+                binding = Binding(name, dict(columns))
+                if plan(inner.obligations, (*own, binding), inner.outer, catalog, True) is not None:
+                    allowed[key] = self._tables[key][0]
+                    break
+        return Slot(allowed)
+
+    def _names_for(self, inner: Block, table: str) -> list[str | None]:
+        """Names an item of `table` could take: its own, each obligation's qualifier, a fresh
+        alias (None)."""
+        taken = {b.key for b in cells(inner.declared)}  # type: ignore[union-attr]
+        names: list[str | None] = [table] if table not in taken else []
+        if self.catalog().aliases:
+            names += [
+                q
+                for q in inner.obligations.qualified
+                if q not in taken and self.catalog().may_name(table, q)
+            ]
+            names.append(None)
+        return names
+
+    def _alias_slot(self, inner: Block, table: str) -> Slot:
+        """A FROM item's alias: an obligation's qualifier, or a fresh name, where the item under
+        that name keeps the obligations dischargeable."""
+        catalog = self.catalog()
+        own = tuple(cells(inner.declared))  # type: ignore[arg-type]
+        columns = dict(catalog.tables.get(table, {}))
+
+        def fine(name: str | None) -> bool:
+            binding = Binding(name, columns)
+            return plan(inner.obligations, (*own, binding), inner.outer, catalog, True) is not None
+
+        taken = frozenset(inner.obligations.qualified) | {b.key for b in own if b.key}
+        declared = {b.key for b in own}
+        named = {
+            q: q
+            for q in inner.obligations.qualified
+            if q not in declared and catalog.alias_name(q) and fine(q)
+        }
+        return Slot(named, taken if fine(None) else None)
+
+    def _aliased_table(self, values: Cell | None) -> str | None:
+        """The table whose alias is being written (the TABLE_NAME before `[AS] alias`)."""
+        cell = values
+        for _ in range(2):
+            if cell is None:
+                return None
+            head = cell.head
+            if isinstance(head, Token) and head.terminal == TABLE_NAME:
+                return self._key(head.text, TABLE_NAME)
+            cell = cell.tail
+        return None
+
+    # -- Γ's updates
+    def _open(
+        self, event: str, block: Block | None, below: StackNode, values: Cell
+    ) -> Block | None:
+        inner = innermost(block)
+        if event == "select":
+            return Block(Phase.COLUMNS, block)
+        if event == "with":
+            return Block(Phase.WITH, block, depth=below.depth)
+        if event in ("limit", "values"):
+            return Block(Phase.NO_NAMES, block)
+        if event == "order":
+            result = _nearest_result(values)
+            if result is None:  # a window's ORDER BY: names as in the block around it
+                return Block(Phase.WITH, block, depth=-1)
+            if result.core is None:
+                columns = columns_by_key(result.columns if result else (), self._catalog_key)
+                return Block(Phase.RESULT, block, result=columns)
+            core = result.core
+            phase = Phase.AFTER if core.phase is Phase.AFTER else Phase.COLUMNS
+            return Block(phase, block, bindings=core.bindings, aliases=core.aliases)
+        if inner is None or inner.phase not in (Phase.COLUMNS, Phase.FROM):
+            return block  # an UPDATE's FROM, or ON outside a SELECT block
+        if event == "from" and inner.phase is Phase.COLUMNS:
+            aliases = frozenset(
+                item.alias
+                for item in cells(inner.items)
+                if item.alias is not None  # type: ignore[union-attr]
+            )
+            return _replace_inner(block, replace(inner, phase=Phase.FROM, aliases=aliases))
+        if event == "on" and inner.phase is Phase.FROM:
+            return _replace_inner(block, replace(inner, phase=Phase.ON))
+        return block
+
+    def _reduce(
+        self,
+        node: StackNode,
+        values: Cell | None,
+        block: Block | None,
+        production: int,
+        open_root: bool = False,
+    ) -> tuple[StackNode, Cell | None, Block | None]:
+        """One reduction with its semantic action (`_Refused` if Γ refuses it)."""
+        length = self._lengths[production]
+        children: list[object] = []
+        for _ in range(length):
+            children.append(values.head)  # type: ignore[union-attr]
+            values = values.tail  # type: ignore[union-attr]
+            node = node.parent  # type: ignore[assignment]
+        children.reverse()
+        value, block = self._action_for(self._labels[production], children, block, node, open_root)
+        goto = self._goto[node.state][self._lhs[production]]
+        return (
+            node.push(goto, self._nonterminal_base + self._lhs[production]),
+            Cell(value, values),
+            block,
+        )
+
+    def _action_for(
+        self,
+        label: str,
+        children: list[object],
+        block: Block | None,
+        below: StackNode,
+        open_root: bool,
+    ) -> tuple[object, Block | None]:
+        """The semantic value of a reduction, and Γ after it."""
+        inner = innermost(block)
+        bound = inner is not None and bool(inner.obligations) and not open_root
+        if label == "column_ref":
+            return _ColumnRef(_token(children, COLUMN_NAME)), block
+        if label == "expr_column" and inner is not None and inner.phase is Phase.COLUMNS:
+            alias = _token(children, COLUMN_ALIAS)
+            first = children[0] if children else None
+            name = alias or (first.name if isinstance(first, _ColumnRef) else None)
+            key = self._key(alias, COLUMN_ALIAS) if alias else None
+            item = ResultItem(self._unquoted(name) if name else None, key)
+            return None, _replace_inner(block, replace(inner, items=Cell(item, inner.items)))
+        if label in ("all_columns", "table_all_columns") and inner is not None:
+            qualifier = _token(children, QUALIFIER)
+            key = self._key(qualifier, QUALIFIER) if qualifier else None
+            item = ResultItem(None, None, True, key)
+            obligations = inner.obligations
+            if key is not None and inner.phase is Phase.COLUMNS and not open_root:
+                obligations = obligations.with_column(key, None)  # `q.*`: q in this FROM
+            grown = replace(inner, items=Cell(item, inner.items), obligations=obligations)
+            return None, _replace_inner(block, grown)
+        if label == "table_alias":
+            return _Alias(_token(children, TABLE_ALIAS)), block
+        if label == "table" and inner is not None and inner.phase is Phase.FROM:
+            name = _token(children, TABLE_NAME) or ""
+            alias = next((c.text for c in children if isinstance(c, _Alias)), None)
+            binding = Binding(self._key(alias or name, TABLE_NAME), self._columns_of(name, block))
+            if not open_root and any(b.key == binding.key for b in cells(inner.declared)):  # type: ignore[union-attr]
+                raise _Refused  # two FROM items of one name: every reference to it is ambiguous
+            if bound:
+                own = (*cells(inner.declared), binding)  # type: ignore[misc]
+                if plan(inner.obligations, own, inner.outer, self.catalog(), True) is None:
+                    raise _Refused  # under this name the item leaves an obligation undischarged
+            return None, _declare(block, inner, binding)
+        if label == "subquery_table" and inner is not None and inner.phase is Phase.FROM:
+            result = next((c for c in children if isinstance(c, _Result)), None)
+            alias = next((c.text for c in children if isinstance(c, _Alias)), None)
+            columns = columns_by_key(result.columns if result else (), self._catalog_key)
+            binding = Binding(self._key(alias, TABLE_NAME) if alias else None, columns)
+            declared = {b.key for b in cells(inner.declared)}  # type: ignore[union-attr]
+            if not open_root and binding.key is not None and binding.key in declared:
+                raise _Refused  # two FROM items of one name
+            return None, _declare(block, inner, binding)
+        if label == "on" and inner is not None and inner.phase is Phase.ON:
+            return None, _replace_inner(block, replace(inner, phase=Phase.FROM))
+        if label == "from_clause" and inner is not None and inner.phase is Phase.FROM:
+            bindings = tuple(reversed(list(cells(inner.declared))))
+            if bound and not discharged(inner.obligations, bindings, inner.outer):  # type: ignore[arg-type]
+                raise _Refused  # the FROM clause may not end before its obligations are met
+            done = replace(inner, phase=Phase.AFTER, bindings=bindings, declared=None)
+            return None, _replace_inner(block, done)  # type: ignore[arg-type]
+        if label == "select_core" and bound and inner.phase is Phase.COLUMNS:  # type: ignore[union-attr]
+            raise _Refused  # a select list that names columns and no FROM clause
+        if label == "select_core" and inner is not None and inner.phase in _CORE_PHASES:
+            items = list(reversed(list(cells(inner.items))))
+            columns = expand_result(items, inner.bindings)  # type: ignore[arg-type]
+            return _Result(columns, inner), _pop_inner(block)
+        if label == "compound":
+            first = next((c for c in children if isinstance(c, _Result)), None)
+            return _Result(first.columns if first else (), None), block
+        if label == "select_stmt":
+            result = next((c for c in children if isinstance(c, _Result)), None)
+            if block is not None and block.phase is Phase.WITH and block.depth == below.depth:
+                block = block.outer
+            return result, block
+        if label in ("order_by_clause", "limit_clause", "values_clause") and block is not None:
+            return None, block.outer  # the block its keyword opened
+        if label == "cte_column_list":
+            names = tuple(
+                c.text for c in children if isinstance(c, Token) and c.terminal == COLUMN_ALIAS
+            )
+            return _Names(names), block
+        if label == "common_table_expr" and block is not None and block.phase is Phase.WITH:
+            name = _token(children, CTE_NAME) or ""
+            listed = next((c for c in children if isinstance(c, _Names)), None)
+            result = next((c for c in children if isinstance(c, _Result)), None)
+            if listed is not None:
+                columns = tuple(Column(self._unquoted(n), True) for n in listed.names)
+            else:
+                columns = result.columns if result else ()
+            cte = (self._key(name, CTE_NAME), columns_by_key(columns, self._catalog_key))
+            return None, replace(block, ctes=Cell(cte, block.ctes))
+        if len(children) == 1 and isinstance(children[0], _ColumnRef | _Result):
+            return children[0], block  # unit rules pass a column reference or a result up
+        return None, block
+
+    def _columns_of(self, written: str, block: Block | None) -> dict[str, Column]:
+        """A table reference's columns: a CTE in scope of that name, else the schema's table
+        (each column visible or not to the role); unknown: none."""
+        key = self._key(written, TABLE_NAME)
+        scope = block
+        while scope is not None:
+            for cte_key, columns in cells(scope.ctes):  # type: ignore[misc]
+                if cte_key == key:
+                    return columns
+            scope = scope.outer
+        found = self._table_columns.get(key)
+        if found is None:
+            _, columns = self._tables.get(key, ("", ()))
+            found = {self._catalog_key(c): Column(c, visible) for c, visible in columns}
+            self._table_columns[key] = found
+        return found
+
+    def _catalog_key(self, name: str) -> str:
+        return self.rules.catalog_key(name)
+
+    def _unquoted(self, written: str) -> str:
+        return self.rules.unquote(written)[0]
+
+    # -- the pending lexeme
+    def _pending_ok(self, state: GammaState, cfg: Configuration) -> bool:
+        """Can the pending lexeme still become a lexeme Γ allows (or one it does not judge)?"""
+        if not state.pending:
+            return True
+        return self.pending_verdict(state, cfg.scan_state, state.pending)
+
+    def pending_verdict(self, state: GammaState, scan_state: int, pending: bytes) -> bool:
+        """Can a lexeme `pending` (at `scan_state`) written at `state`'s boundary still become
+        a lexeme Γ allows, or one of a terminal Γ does not judge there?"""
+        if not pending or state.open_root:
+            return True
+        allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
+        live = self._live[scan_state] & allowed
+        if not live:  # rule (ii): only an emission at the last accept can continue
+            return self._cut_back(state, pending, allowed)
+        key = pending.lower() if self.rules.case_insensitive else pending
+        for terminal in _bits(live):
+            if (self._ignored >> terminal) & 1:
+                return True
+            at = self._slot_after(state, terminal)
+            if at is None:
+                continue  # Γ refuses the reductions this terminal would make
+            slot, prefixes = at
+            if terminal not in self._restricted or slot is None or key in prefixes:
+                return True
+            if slot.fresh is not None and self._fresh_extension(
+                pending, scan_state, terminal, slot
+            ):
+                return True
+        return False
+
+    def _cut_back(self, state: GammaState, pending: bytes, allowed: int) -> bool:
+        """Rule (ii): the pending bytes can only go on as the lexeme up to their last accept
+        (the oracle found a byte that ends it there) and the bytes after it, rescanned: does Γ
+        allow that lexeme, and then what the rest can become?"""
+        _, _, length, accept_state = self._run(self._start, pending)
+        if length <= 0:
+            return True
+        terminal = self.oracle.winner_in(accept_state, allowed)
+        if terminal < 0 or (self._ignored >> terminal) & 1:
+            after = state
+        else:
+            shifted = self._shift(state, terminal, pending[:length])
+            if shifted is None:
+                return False
+            node, values, block, open_root, digest = shifted
+            after = GammaState(node, values, block, b"", open_root, digest)
+        rest = pending[length:]
+        return self.pending_verdict(after, self._run(self._start, rest)[0], rest)
+
+    def after_pending(self, state: GammaState, cfg: Configuration) -> GammaState | None:
+        """Γ once the pending lexeme of `cfg` (no bytes after its last accept) has ended there,
+        as the next byte that cannot extend it ends it; None if Γ refuses that lexeme."""
+        if not state.pending:
+            return state
+        allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
+        terminal = self.oracle.winner_in(cfg.accept_state, allowed)
+        if terminal < 0:
+            return None
+        if (self._ignored >> terminal) & 1:
+            return state._replace(pending=b"")
+        shifted = self._shift(state, terminal, state.pending)
+        if shifted is None:
+            return None
+        node, values, block, open_root, digest = shifted
+        return GammaState(node, values, block, b"", open_root, digest)
+
+    def _slot_after(
+        self, state: GammaState, terminal: int
+    ) -> tuple[Slot | None, frozenset[bytes]] | None:
+        """If `terminal` came next at `state`'s boundary: what Γ allows there (None: not
+        judged) and every prefix of every lexeme of it that Γ allows (case folded where the
+        dialect ignores case). None if the reductions it causes are refused."""
+        memo_key = (state.node, _Same(state.values), _Same(state.block), terminal)
+        found = self._after.get(memo_key)
+        if found is None:
+            found = self._after.setdefault(memo_key, (self._slot_if(state, terminal),), 0)
+        slot = found[0]
+        if slot is None or slot is _REFUSED:
+            return None if slot is _REFUSED else (None, frozenset())
+
+        def build() -> frozenset[bytes]:
+            out: set[bytes] = set()
+            for spelled in self._lexemes(slot.names, terminal):
+                key = spelled.lower() if self.rules.case_insensitive else spelled
+                out.update(key[:i] for i in range(1, len(key) + 1))
+            return frozenset(out)
+
+        return slot, self._prefixes.memo((_Same(slot), terminal), build)
+
+    def _slot_if(self, state: GammaState, terminal: int, look: bool = True) -> Slot | object | None:
+        """The slot `terminal` would fill next at `state`'s boundary (None: not judged;
+        _REFUSED: the reductions it causes are refused, or — with `look`, for a terminal that
+        is not a name — every lexeme that could follow it is)."""
+        try:
+            found = self._reduce_for(state, terminal)
+        except _Refused:
+            return _REFUSED
+        if found is None:
+            return _REFUSED
+        node, values, block, move = found
+        inner = innermost(block)
+        if (
+            self._opens.get(move) == "item paren"
+            and not state.open_root
+            and inner is not None
+            and inner.obligations
+        ):
+            return _REFUSED  # as `_shift` refuses it
+        if terminal in self._merging and self._in_from(block, state.open_root):
+            return _REFUSED
+        if terminal not in self._restricted:
+            if look and not state.open_root:
+                values = Cell(Token(self._names[terminal], ""), values)
+                event = self._opens.get(move)
+                pushed = node.push(move, terminal)
+                if event is not None and event != "item paren":
+                    block = self._open(event, block, node, values)
+                if not self._alive(pushed, values, block):
+                    return _REFUSED
+            return None
+        return self._slot(self._slots.get(move), block, values)
+
+    @staticmethod
+    def _in_from(block: Block | None, open_root: bool) -> bool:
+        inner = innermost(block)
+        return not open_root and inner is not None and inner.phase in (Phase.FROM, Phase.ON)
+
+    def _alive(self, node: StackNode, values: Cell | None, block: Block | None) -> bool:
+        """Can some lexeme follow a lexeme just shifted (`node`)? Not where every terminal
+        that may come next is a name Γ allows none of, or one whose reductions Γ refuses —
+        after `AS` in a FROM item, or `JOIN`, when no table or alias keeps the select list's
+        names dischargeable."""
+        allowed = self.oracle.lr.allowed_mask(node)
+        if not allowed:
+            return True  # only the end: `ends` judges it
+        probe = GammaState(node, values, block, b"", False)
+        for terminal in _bits(allowed):
+            found = self._slot_if(probe, terminal, look=False)
+            if found is _REFUSED:
+                continue
+            if found is None or found.fresh is not None:  # type: ignore[union-attr]
+                return True
+            if next(self._lexemes(found.names, terminal), None) is not None:  # type: ignore[union-attr]
+                return True
+        return False
+
+    def _fresh_extension(self, pending: bytes, scan_state: int, terminal: int, slot: Slot) -> bool:
+        """Does the pending lexeme extend to a lexeme of `terminal` (an alias) whose key is
+        not taken (`slot.fresh`)? Breadth first over the scanner, a bounded number of strings:
+        the taken names are few, so a short extension is found at once."""
+        for lexeme in self._extensions(pending, scan_state, terminal, 2000):
+            if slot.allows(
+                self._key(lexeme.decode("utf-8", "surrogateescape"), self._names[terminal])
+            ):
+                return True
+        return False
+
+    def _extensions(
+        self, pending: bytes, scan_state: int, terminal: int, bound: int
+    ) -> Iterator[bytes]:
+        """Lexemes of `terminal` that extend `pending` (at `scan_state`), shortest first."""
+        queue: deque[tuple[int, bytes]] = deque([(scan_state, b"")])
+        bit = 1 << terminal
+        while queue and bound > 0:
+            current, path = queue.popleft()
+            bound -= 1
+            if self._accept[current] & bit and path + pending and self._wins(current, terminal):
+                yield pending + path
+            for byte in range(256):
+                nxt = self._trans[current * 256 + byte]
+                if nxt >= 0 and self._live[nxt] & bit:
+                    queue.append((nxt, path + bytes((byte,))))
+
+    def _lexemes(self, names: dict[str, str], terminal: int) -> Iterator[bytes]:
+        """The lexemes of `terminal` that spell one of `names` (key -> spelling), each in its
+        every form, as the scanner reads them (case as the catalog spells it)."""
+        suffix = "." if self._names[terminal] == QUALIFIER else ""
+        for key, name in names.items():
+            for form in self._forms(name):
+                spelled = (form + suffix).encode("utf-8")
+                written = spelled.decode("utf-8")
+                if (
+                    self._reads_as(spelled, terminal)
+                    and self._key(written, self._names[terminal]) == key
+                ):
+                    yield spelled
+
+    def _discharging(self, state: GammaState) -> Iterator[bytes]:
+        """Text that, written at `state`'s boundary inside a FROM clause, lets its block go on:
+        an alias for the item just written (whose own name another item has, or under which
+        it leaves an obligation), else the items of a plan that discharges the obligations
+        (joined with a comma, or JOIN)."""
+        inner = innermost(state.block)
+        if inner is None or inner.phase not in (Phase.FROM, Phase.ON):
+            return
+        catalog = self.catalog()
+        declared = tuple(cells(inner.declared))  # type: ignore[arg-type]
+        item = self._pending_item(state.values)
+        own = declared
+        if item is not None:
+            table, name = item
+            columns = dict(catalog.tables.get(table, {}))
+            own = (*declared, Binding(name, columns))
+            duplicate = any(b.key == name for b in declared)
+            if name == table and (
+                duplicate or plan(inner.obligations, own, inner.outer, catalog, True) is None
+            ):
+                for other in self._names_for(inner, table):
+                    renamed = (*declared, Binding(other, columns))
+                    if (
+                        other != table
+                        and plan(inner.obligations, renamed, inner.outer, catalog, True) is not None
+                    ):
+                        yield b" AS " + self._alias_text(other, inner)
+                        return
+        items = plan(inner.obligations, own, inner.outer, catalog, True)
+        if not items:
+            return
+        taken = set(inner.obligations.qualified) | {b.key for b in own if b.key}
+        written = []
+        for table, name in items:
+            spelled = min(
+                self._lexemes({table: self._tables[table][0]}, self._index[TABLE_NAME]), key=len
+            )
+            if name == table:
+                written.append(spelled)
+                continue
+            alias = self._alias_text(name, inner, taken)
+            taken.add(alias.decode())
+            written.append(spelled + b" AS " + alias)
+        for joiner in (b", ", b" JOIN "):
+            yield joiner + joiner.join(written)
+
+    def _alias_text(self, name: str | None, inner: Block, taken: set[str] | None = None) -> bytes:
+        """`name` as an alias, or (None) a fresh alias no name of the block takes."""
+        if name is not None:
+            return name.encode()
+        if taken is None:
+            declared = {b.key for b in cells(inner.declared) if b.key}  # type: ignore[union-attr]
+            taken = set(inner.obligations.qualified) | declared
+        alias = self._index[TABLE_ALIAS]
+        return next(
+            a.encode()
+            for a in FRESH_ALIASES
+            if a not in taken and self._reads_as(a.encode(), alias)
+        )
+
+    def _pending_item(self, values: Cell | None) -> tuple[str, str] | None:
+        """(table, name) of a FROM item written but not reduced yet: `T` or `T [AS] a`."""
+        head = values.head if values is not None else None
+        if isinstance(head, Token) and head.terminal == TABLE_NAME:
+            key = self._key(head.text, TABLE_NAME)
+            return key, key
+        if isinstance(head, Token) and head.terminal == TABLE_ALIAS:
+            table = self._aliased_table(values.tail)  # type: ignore[union-attr]
+            return (table, self._key(head.text, TABLE_ALIAS)) if table else None
+        return None
+
+    def _close_unjudged(self, state: GammaState, scan_state: int) -> bytes | None:
+        """The pending bytes extended to the shortest lexeme of a terminal Γ does not judge
+        here (a breadth-first walk of the scanner through states still live for V)."""
+        allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
+        judged = 0 if state.open_root else sum(1 << t for t in self._restricted)
+        seen = {scan_state}
+        queue: deque[tuple[int, bytes]] = deque([(scan_state, b"")])
+        while queue:
+            current, path = queue.popleft()
+            for byte in range(256):
+                nxt = self._trans[current * 256 + byte]
+                if nxt < 0 or nxt in seen or not self._live[nxt] & allowed:
+                    continue
+                winner = self.oracle.winner_in(nxt, allowed)
+                if (
+                    winner >= 0
+                    and not (judged >> winner) & 1
+                    and self._slot_if(state, winner) is not _REFUSED
+                ):
+                    return state.pending + path + bytes((byte,))
+                seen.add(nxt)
+                queue.append((nxt, path + bytes((byte,))))
+        return None
+
+    def _completions(self, state: GammaState, terminal: int) -> list[bytes]:
+        """Lexemes of `terminal` Γ allows at `state`'s boundary that extend its pending bytes,
+        shortest first (the pending bytes' case kept); a few fresh aliases where any new name
+        will do."""
+        at = self._slot_after(state, terminal)
+        if at is None or at[0] is None:
+            return []
+        slot = at[0]
+        pending = state.pending
+        fold = self.rules.case_insensitive
+        out = []
+        spellings = list(self._lexemes(slot.names, terminal))
+        if slot.fresh is not None:
+            suffix = b"." if self._names[terminal] == QUALIFIER else b""
+            spellings += [
+                a.encode() + suffix
+                for a in FRESH_ALIASES
+                if slot.allows(a) and self._reads_as(a.encode() + suffix, terminal)
+            ]
+            if pending:  # new names that go on from the bytes written so far
+                scan_state = self._run(self._start, pending)[0]
+                extended = self._extensions(pending, scan_state, terminal, 2000)
+                spellings += [
+                    lexeme
+                    for lexeme in extended
+                    if slot.allows(
+                        self._key(lexeme.decode("utf-8", "surrogateescape"), self._names[terminal])
+                    )
+                ][:4]
+        for spelled in spellings:
+            head = spelled[: len(pending)]
+            if len(spelled) >= len(pending) and (
+                head == pending or (fold and head.lower() == pending.lower())
+            ):
+                out.append(pending + spelled[len(pending) :])
+        return sorted(set(out), key=lambda lexeme: (len(lexeme), lexeme))
+
+    def _forms(self, name: str) -> Iterator[str]:
+        yield name
+        for style in self.rules.quote_styles:
+            quoted = style.quote(name)
+            if quoted is not None:
+                yield quoted
+
+    def _reads_as(self, lexeme: bytes, terminal: int) -> bool:
+        _, _, length, accept_state = self._run(self._start, lexeme)
+        return length == len(lexeme) and self._wins(accept_state, terminal)
+
+    def _wins(self, state: int, terminal: int) -> bool:
+        """Does a lexeme ending at scanner state `state` read as `terminal` where it is allowed
+        (it is in the top shadowing class there: a keyword does not take it)?"""
+        key = (state, terminal)
+        found = self._winning.get(key)
+        if found is None:
+            found = self._winning[key] = (
+                self.oracle.compiled.winner(self._accept[state], 1 << terminal) == terminal
+            )
+        return found
+
+    # -- completions
+    def repair(
+        self,
+        state: GammaState,
+        cfg: Configuration,
+        completion: bytes,
+        complete: Callable[[Configuration], bytes],
+    ) -> bytes | None:
+        """A completion from (cfg, state) whose names Γ allows: `completion` (the grammar's
+        shortest) with each name Γ refuses replaced by the shortest allowed spelling at its
+        slot, the grammar completing the rest. None if no such repair is found."""
+        oracle = self.oracle
+        for _ in range(64):
+            done = oracle.try_feed(cfg, completion)
+            if done is None or not oracle.eos_ok(done):
+                return None
+            found = self._read(state, completion, done)
+            if isinstance(found, GammaState):
+                if self.ends(found, done):
+                    return completion
+                # the last lexeme (or the end itself) leaves an obligation: fix before it
+                last = len(state.pending) + len(completion) - len(found.pending)
+                allowed = self.oracle.lr.allowed_mask(found.node) | self._ignored
+                terminal = self.oracle.winner_in(done.accept_state, allowed)
+                found = Failure(last, terminal, found)
+            text = state.pending + completion
+            fixed = (
+                text[found.start : len(state.pending)] if found.start < len(state.pending) else b""
+            )
+            at = found.state._replace(pending=fixed)
+            options = [
+                lexeme
+                for terminal in ([found.terminal] if not fixed else sorted(self._restricted))
+                for lexeme in self._completions(at, terminal)
+            ]
+            if fixed:  # the pending lexeme may also end as a terminal Γ does not judge
+                other = self._close_unjudged(at, cfg.scan_state)
+                options += [] if other is None else [other]
+            options.sort(key=lambda lexeme: (len(lexeme), lexeme))
+            head = (
+                text[len(state.pending) : found.start] if found.start >= len(state.pending) else b""
+            )
+            if options:
+                body = head + options[0][len(fixed) :]
+            else:  # a FROM item or the FROM clause's end that leaves an obligation
+                kept = head.rstrip(b" \t\r\n")
+                body = next(
+                    (
+                        kept + written
+                        for inserted in self._discharging(found.state)
+                        for written in (inserted, inserted.lstrip())  # after layout, no space
+                        if oracle.try_feed(cfg, kept + written) is not None
+                    ),
+                    None,
+                )
+                if body is None:
+                    return None
+            mid = oracle.try_feed(cfg, body)
+            if mid is None:
+                return None
+            completion = body + complete(mid)
+        return None
+
+
+_CORE_PHASES = (Phase.COLUMNS, Phase.FROM, Phase.ON, Phase.AFTER)
+_CORE_LABELS = frozenset({"select_core", "from_clause", "column_ref", "table", "expr_column"})
+_REFUSED = object()
+_COLUMN_SLOTS = ("column", "qualified column")
+
+
+class _Same:
+    """A key that is one object (a memoized slot holds a dict: not hashable by value); it
+    holds the object, so its id cannot be reused while the key lives."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object):
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+
+class _ColumnRef(NamedTuple):
+    name: str | None
+
+
+class _Alias(NamedTuple):
+    text: str | None
+
+
+class _Result(NamedTuple):
+    columns: tuple[Column, ...]
+    core: Block | None  # the block, when the select is a single core
+
+
+class _Names(NamedTuple):
+    names: tuple[str, ...]
+
+
+def _token(children: list[object], terminal: str) -> str | None:
+    return next((c.text for c in children if isinstance(c, Token) and c.terminal == terminal), None)
+
+
+def _nearest_result(values: Cell | None) -> _Result | None:
+    """The result of the select an ORDER BY follows: the value just below the ORDER keyword."""
+    cell = values.tail if values is not None else None
+    return cell.head if cell is not None and isinstance(cell.head, _Result) else None
+
+
+def _replace_inner(block: Block | None, inner: Block) -> Block:
+    """`block` with its innermost non-WITH block replaced (WITH blocks above it rebuilt)."""
+    if block is None or block.phase is not Phase.WITH:
+        return inner
+    return replace(block, outer=_replace_inner(block.outer, inner))
+
+
+def _pop_inner(block: Block | None) -> Block | None:
+    inner = innermost(block)
+    if block is inner:
+        return inner.outer if inner is not None else None
+    return replace(block, outer=_pop_inner(block.outer))  # type: ignore[arg-type]
+
+
+def _declare(block: Block | None, inner: Block, binding: Binding) -> Block:
+    return _replace_inner(block, replace(inner, declared=Cell(binding, inner.declared)))
+
+
+def _bits(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low

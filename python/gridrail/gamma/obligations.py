@@ -1,0 +1,194 @@
+"""Obligations: names a select list uses before its FROM clause declares them (issue 15 item 3).
+
+`SELECT e.name, total` names a binding `e` and a column `total` that only the FROM clause
+after it can provide. Each such reference is an obligation of its block. The FROM clause may
+close only once every obligation is discharged — resolved as a name after FROM would be
+(`gamma.environment`) — and until then every step keeps them *dischargeable*: some choice of
+further FROM items discharges them all. That is what makes the mask exact rather than a
+trap: a select list, a table or an alias is allowed only if the statement can still be
+finished with its names bound.
+
+Discharging is decided by a search over the tables the role sees, each added as a FROM item
+under its own name or an alias. A select list's names are discharged by table (or CTE)
+items; a FROM subquery may follow, but it is not planned for: L_Γ asks each name the select
+list uses to be a column of a table the role sees, as SQL written by hand almost always does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from gridrail.gamma.environment import (
+    Binding,
+    Block,
+    Column,
+    Obligations,
+    bare_columns,
+    qualified_columns,
+)
+
+# Tables tried per search level: past this, a search that has not found a plan stops and the
+# answer is "not dischargeable" — never "dischargeable" without a plan.
+SEARCH_BOUND = 100_000
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What FROM items may be added: the tables (key -> columns), whether a block may hold
+    more than one item (joins in the language) and how many, and which names an added item
+    may take (its own name; an alias, if the language has them and the name is one)."""
+
+    tables: Mapping[str, Mapping[str, Column]]
+    joins: bool
+    aliases: bool  # may a FROM item be renamed at all
+    alias_name: Callable[[str], bool]  # is this (key) a name an alias can spell
+
+    def may_name(self, table: str, name: str) -> bool:
+        return name == table or (self.aliases and self.alias_name(name))
+
+
+def discharged(obligations: Obligations, own: tuple[Binding, ...], outer: Block | None) -> bool:
+    """Are the obligations discharged by the block's bindings `own` (its FROM closed), or by
+    the blocks around it, as SQLite binds names?"""
+    for qualifier, columns in obligations.qualified.items():
+        named = [b for b in own if b.key == qualifier]
+        if len(named) > 1 or (not columns and not named):
+            return False  # two items of one name; `q.*` needs q in this very FROM clause
+        for column in columns:
+            if named and column in named[0].columns:
+                if not named[0].columns[column].visible:
+                    return False
+            elif column not in qualified_columns(outer, qualifier):
+                return False  # (an item named q without the column: SQLite looks outwards)
+    outside: dict[str, str] | None = None
+    for column in obligations.bare:
+        providers = [b.columns[column] for b in own if column in b.columns]
+        if len(providers) > 1 or (providers and not providers[0].visible):
+            return False
+        if not providers:
+            outside = bare_columns(outer) if outside is None else outside
+            if column not in outside:
+                return False
+    return True
+
+
+def plan(
+    obligations: Obligations,
+    own: tuple[Binding, ...],
+    outer: Block | None,
+    catalog: Catalog,
+    may_add: bool,
+) -> tuple[tuple[str, str | None], ...] | None:
+    """FROM items — (table key, name: None for a fresh alias or the table's own name where
+    aliases cannot be written) — that, added to a block whose FROM clause holds `own` so far,
+    discharge its obligations (() if nothing is needed); None if none can (with tables of
+    `catalog`, and only if `may_add`)."""
+    if discharged(obligations, own, outer):
+        return ()
+    if not may_add or (own and not catalog.joins):
+        return None
+    return _Search(obligations, own, outer, catalog).run()
+
+
+def dischargeable(
+    obligations: Obligations,
+    own: tuple[Binding, ...],
+    outer: Block | None,
+    catalog: Catalog,
+    may_add: bool,
+) -> bool:
+    """Can further FROM items (tables of `catalog`, if `may_add`) discharge the obligations
+    of a block whose FROM clause holds `own` so far?"""
+    return plan(obligations, own, outer, catalog, may_add) is not None
+
+
+class _Search:
+    """Backtracking: first a table for each qualifier no item is named after yet, then a
+    table for each bare name nothing provides; an added table must not provide a bare name a
+    second time (that would make it ambiguous)."""
+
+    def __init__(self, obligations: Obligations, own: tuple[Binding, ...], outer, catalog):
+        self.obligations, self.outer, self.catalog = obligations, outer, catalog
+        self.own = own
+        taken = {b.key for b in own}
+        self.unbound = [q for q in obligations.qualified if q not in taken]
+        self.budget = SEARCH_BOUND
+        self.outside_bare = bare_columns(outer) if obligations.bare else {}
+        self.added: list[tuple[str, str | None]] = []
+
+    def run(self) -> tuple[tuple[str, str | None], ...] | None:
+        counts = {c: sum(c in b.columns for b in self.own) for c in self.obligations.bare}
+        return tuple(self.added) if self._qualifiers(0, self.own, counts) else None
+
+    def _room(self, items: tuple[Binding, ...]) -> bool:
+        return self.catalog.joins or not items
+
+    def _with(self, items: tuple[Binding, ...], counts: dict[str, int], binding: Binding):
+        """(items, counts) with `binding` added, or None if it provides a bare name twice."""
+        new_counts = dict(counts)
+        for column in self.obligations.bare:
+            if column in binding.columns:
+                if new_counts[column]:
+                    return None
+                new_counts[column] = 1
+        return (*items, binding), new_counts
+
+    def _try(self, items, counts, binding: Binding, table: str, then) -> bool:
+        grown = self._with(items, counts, binding)
+        if grown is None:
+            return False
+        self.added.append((table, binding.key))
+        if then(*grown):
+            return True
+        self.added.pop()
+        return False
+
+    def _qualifiers(self, index: int, items: tuple[Binding, ...], counts: dict[str, int]) -> bool:
+        self.budget -= 1
+        if self.budget < 0:
+            return False
+        if index == len(self.unbound):
+            return self._bare(items, counts)
+        qualifier = self.unbound[index]
+        columns = self.obligations.qualified[qualifier]
+        outside = qualified_columns(self.outer, qualifier)
+        if (
+            columns
+            and all(c in outside for c in columns)
+            and self._qualifiers(index + 1, items, counts)
+        ):
+            return True
+        if not self._room(items):
+            return False
+        for key, table in self.catalog.tables.items():
+            if not self.catalog.may_name(key, qualifier):
+                continue
+            if not all(c in table and table[c].visible for c in columns):
+                continue
+            binding = Binding(qualifier, dict(table))
+            then = lambda i, c: self._qualifiers(index + 1, i, c)  # noqa: E731
+            if self._try(items, counts, binding, key, then):
+                return True
+        return False
+
+    def _bare(self, items: tuple[Binding, ...], counts: dict[str, int]) -> bool:
+        self.budget -= 1
+        if self.budget < 0:
+            return False
+        missing = next((c for c, n in counts.items() if not n and c not in self.outside_bare), None)
+        if missing is None:
+            return discharged(self.obligations, items, self.outer)
+        if not self._room(items):
+            return False
+        taken = {b.key for b in items}
+        for key, table in self.catalog.tables.items():
+            column = table.get(missing)
+            if column is None or not column.visible:
+                continue
+            if key in taken and not self.catalog.aliases:
+                continue  # its own name is taken and no alias can rename it
+            binding = Binding(None if self.catalog.aliases else key, dict(table))
+            if self._try(items, counts, binding, key, self._bare):
+                return True
+        return False

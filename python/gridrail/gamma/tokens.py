@@ -1,0 +1,139 @@
+"""Which tokens Γ must read: a vectorized scan of the vocabulary that finds the tokens whose
+lexemes can be names at a slot, so the binder reads only those (the rest keep their verdict of
+L, which Γ cannot change).
+
+Γ refuses a token only for a lexeme of a slot terminal (a name, or a keyword Γ refuses): one the
+token ends (its winner is that terminal, so the terminal is in the accept set where the lexeme
+ends) or leaves pending (the terminal is in the live set of the scanner state it reaches, or
+in the accept set of a state the lexeme passed, where it may be cut back). The scan
+runs the union scanner over every candidate token at once, with maximal munch (a byte that
+kills the lexeme ends it and starts the next one), and marks a token when some lexeme it
+touches has a slot terminal in those sets. A token it cannot follow exactly this way — a lexeme
+cut back to an earlier accept (bytes rescanned), a token longer than the scan — is marked too:
+marking more only costs time, never exactness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from gridrail.vocab.vocabulary import Vocabulary
+
+WIDTH = 32  # bytes scanned per token; longer tokens are always read by the binder
+# Bytes a name at a slot is made of (identifier characters, quotes, any non-ASCII byte).
+_NAME_BYTES = frozenset(b'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$"`[')
+
+
+class TokenShapes:
+    """Per-vocabulary facts the Γ filter reads (built once per guide)."""
+
+    def __init__(self, vocab: Vocabulary):
+        size = vocab.size
+        plain = np.ones(size, dtype=bool)
+        opener = np.zeros(size, dtype=bool)
+        self.spellings: list[bytes | None] = [vocab.token_bytes(t) for t in range(size)]
+        self.lengths = np.zeros(size, dtype=np.int64)
+        self.bytes = np.zeros((size, WIDTH), dtype=np.int64)
+        for token_id, spelling in enumerate(self.spellings):
+            if spelling is None:
+                continue
+            plain[token_id] = all(b < 0x80 and b not in _NAME_BYTES for b in spelling)
+            lowered = spelling.lower()
+            opener[token_id] = b"from" in lowered
+            self.lengths[token_id] = len(spelling)
+            head = spelling[:WIDTH]
+            self.bytes[token_id, : len(head)] = list(head)
+        self.plain = plain
+        self.has_from = opener  # may it hold a FROM keyword (case ignored)
+
+    def enter_from(self, ids: np.ndarray, pending: bytes) -> np.ndarray:
+        """For each token of `ids` written after the `pending` bytes: may a FROM keyword end
+        within it (then the FROM clause opens inside the token)?"""
+        out = self.has_from[ids].copy()
+        if pending[-4:].lower() == b"from":  # the keyword is written: the next byte ends it
+            out[:] = True
+            return out
+        tail = pending[-3:].lower()
+        rests = [b"from"[k:] for k in (1, 2, 3) if tail.endswith(b"from"[:k])]
+        if rests:
+            for position, token_id in enumerate(ids.tolist()):
+                spelling = self.spellings[token_id]
+                if spelling and spelling.lower().startswith(tuple(rests)):
+                    out[position] = True
+        return out
+
+
+class Scan(NamedTuple):
+    """What the scan found, per token of the ids it was given."""
+
+    marked: np.ndarray  # may a lexeme of it be a slot terminal (or could the scan not tell)
+    simple: np.ndarray  # its lexemes: at most the pending one ended at its first byte, then
+    # only ignored ones (layout), then the one it leaves pending
+    closes: np.ndarray  # (simple) its first byte ends the pending lexeme
+    final_state: np.ndarray  # scanner state of the lexeme it leaves pending
+    final_start: np.ndarray  # where that lexeme starts in the token (-1: the pending one grows)
+
+
+class SlotScan:
+    """The union scanner as arrays, with the slot terminals' bits per state."""
+
+    def __init__(
+        self,
+        transitions: Sequence[int],
+        live: Sequence[int],
+        accept: Sequence[int],
+        start: int,
+        slot_terminals: int,
+        layout: Sequence[bool],
+    ):
+        states = len(live)
+        self.table = np.asarray(transitions, dtype=np.int64).reshape(states, 256)
+        self.accepting = np.array([bool(a) for a in accept], dtype=bool)
+        self.layout = np.asarray(layout, dtype=bool)  # a lexeme ending here is always ignored
+        self.slot_accept = np.array([bool(a & slot_terminals) for a in accept], dtype=bool)
+        self.slot_live = np.array([bool(x & slot_terminals) for x in live], dtype=bool)
+        self.start = start
+
+    def scan(self, shapes: TokenShapes, ids: np.ndarray, scan_state: int, has_tail: bool) -> Scan:
+        """Each token of `ids` scanned from `scan_state` (the pending lexeme's state)."""
+        count = len(ids)
+        lengths = shapes.lengths[ids]
+        data = shapes.bytes[ids]
+        state = np.full(count, scan_state, dtype=np.int64)
+        start_at = np.full(count, -1, dtype=np.int64)
+        # Has the lexeme in progress passed a state where a slot terminal ends (it may be cut
+        # back there, by rule (ii) of the oracle, however the token's last bytes read)?
+        seen = np.full(count, self.slot_accept[scan_state] or self.slot_live[scan_state])
+        marked = (lengths > WIDTH) | has_tail  # a cut-back pending lexeme: not followed here
+        simple = ~marked
+        closes = np.zeros(count, dtype=bool)
+        table = self.table
+        for i in range(min(WIDTH, int(lengths.max(initial=0)))):
+            active = i < lengths
+            byte = data[:, i]
+            nxt = table[state, byte]
+            dead = active & (nxt < 0)
+            if dead.any():
+                # The lexeme ends at this byte. Where its state does not accept, it would be
+                # cut back and rescanned: not followed here (marked). Else its accept set says
+                # what it can be; only layout may end after the first byte of a simple token.
+                cut_back = dead & ~self.accepting[state]
+                marked |= cut_back | (dead & self.slot_accept[state])
+                if i == 0:
+                    closes |= dead
+                    simple &= ~cut_back
+                else:
+                    simple &= ~dead | self.layout[state]
+                restart = table[self.start, byte]
+                marked |= dead & (restart < 0)
+                simple &= ~(dead & (restart < 0))
+                start_at = np.where(dead, i, start_at)
+                seen &= ~dead
+                nxt = np.where(dead, restart, nxt)
+            state = np.where(active & (nxt >= 0), nxt, state)
+            seen |= active & self.slot_accept[state]
+        marked |= (self.slot_live[state] | seen) & (lengths > 0)
+        return Scan(marked, simple, closes, state, start_at)
