@@ -119,6 +119,19 @@ def test_column_policy_is_enforced_by_the_mask() -> None:
     assert _accepts(analyst, "SELECT e.name FROM employees AS e WHERE e.dept = 'x';")  # control
 
 
+def test_a_star_reads_only_what_the_role_may_see() -> None:
+    """`*` and `q.*` read every column of what they name: over employees (salary hidden from
+    the analyst) the mask refuses them; over a table the analyst sees whole, it allows them.
+    (Found in the demo's candidates: `de_.*` over employees.)"""
+    analyst = _guide("analyst")
+    assert not _accepts(analyst, "SELECT * FROM employees;")
+    assert not _accepts(analyst, "SELECT e.* FROM employees AS e;")
+    assert not _accepts(analyst, "SELECT * FROM orders, employees;")
+    assert _accepts(analyst, "SELECT * FROM orders;")
+    assert _accepts(analyst, "SELECT o.*, e.name FROM orders AS o, employees AS e;")
+    assert _accepts(_guide(), "SELECT * FROM employees;")  # the auditor sees salary
+
+
 def test_a_cte_shadows_the_table_of_its_name() -> None:
     """`employees` is the CTE here: its only column is `name`."""
     guide = _guide()

@@ -180,8 +180,10 @@ class Binder:
         slot_names = (QUALIFIER, COLUMN_NAME, TABLE_NAME, TABLE_ALIAS)
         self._restricted = {self._index[n] for n in slot_names if n in self._index}
         self._merging = {self._index[n] for n in MERGING_JOINS if n in self._index}
+        # `*`: a star's reduction is refused where it would read a column the role may not see
+        self._stars = {self._index[n] for n in ("STAR", "__ANON_STAR") if n in self._index}
         self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
-        slot_bits = sum(1 << t for t in self._restricted | self._merging)
+        slot_bits = sum(1 << t for t in self._restricted | self._merging | self._stars)
         every = (1 << len(self._names)) - 1
         layout = [
             (w := compiled.winner(accept, every)) >= 0 and bool((self._ignored >> w) & 1)
@@ -612,8 +614,12 @@ class Binder:
             key = self._key(qualifier, QUALIFIER) if qualifier else None
             item = ResultItem(None, None, True, key)
             obligations = inner.obligations
-            if key is not None and inner.phase is Phase.COLUMNS and not open_root:
-                obligations = obligations.with_column(key, None)  # `q.*`: q in this FROM
+            if inner.phase is Phase.COLUMNS and not open_root:
+                # `*` / `q.*`: q in this FROM, and every column the star reads visible
+                obligations = obligations.with_star(key)
+                own = tuple(cells(inner.declared))  # type: ignore[arg-type]
+                if plan(obligations, own, inner.outer, self.catalog(), True) is None:
+                    raise _Refused
             grown = replace(inner, items=Cell(item, inner.items), obligations=obligations)
             return None, _replace_inner(block, grown)
         if label == "table_alias":

@@ -63,17 +63,24 @@ class Obligations:
 
     qualified: Mapping[str, frozenset[str]]  # qualifier -> columns (empty: `q.*` alone)
     bare: frozenset[str]
+    # stars: "" for `*` (every item's columns read), a qualifier for `q.*` (that item's)
+    stars: frozenset[str] = frozenset()
 
     def with_column(self, qualifier: str | None, column: str | None) -> Obligations:
         if qualifier is None:
-            return Obligations(self.qualified, self.bare | {column}) if column else self
+            return Obligations(self.qualified, self.bare | {column}, self.stars) if column else self
         columns = self.qualified.get(qualifier, frozenset())
         merged = dict(self.qualified)
         merged[qualifier] = columns | {column} if column else columns
-        return Obligations(merged, self.bare)
+        return Obligations(merged, self.bare, self.stars)
+
+    def with_star(self, qualifier: str | None) -> Obligations:
+        """`*` (None) or `q.*`: every column the star reads must be one the role may see."""
+        grown = self if qualifier is None else self.with_column(qualifier, None)
+        return Obligations(grown.qualified, grown.bare, self.stars | {qualifier or ""})
 
     def __bool__(self) -> bool:
-        return bool(self.qualified or self.bare)
+        return bool(self.qualified or self.bare or self.stars)
 
 
 NO_OBLIGATIONS = Obligations({}, frozenset())

@@ -61,6 +61,10 @@ def discharged(obligations: Obligations, own: tuple[Binding, ...], outer: Block 
                     return False
             elif column not in qualified_columns(outer, qualifier):
                 return False  # (an item named q without the column: SQLite looks outwards)
+    for star in obligations.stars:  # a star reads every column of what it names
+        named = own if not star else [b for b in own if b.key == star]
+        if not all(_readable(b) for b in named):
+            return False
     outside: dict[str, str] | None = None
     for column in obligations.bare:
         providers = [b.columns[column] for b in own if column in b.columns]
@@ -101,6 +105,11 @@ def dischargeable(
     """Can further FROM items (tables of `catalog`, if `may_add`) discharge the obligations
     of a block whose FROM clause holds `own` so far?"""
     return plan(obligations, own, outer, catalog, may_add) is not None
+
+
+def _readable(binding: Binding) -> bool:
+    """May the role read every column of the item (what a star over it reads)?"""
+    return all(column.visible for column in binding.columns.values())
 
 
 class _Search:
@@ -167,6 +176,10 @@ class _Search:
             if not all(c in table and table[c].visible for c in columns):
                 continue
             binding = Binding(qualifier, dict(table))
+            if (
+                qualifier in self.obligations.stars or "" in self.obligations.stars
+            ) and not _readable(binding):
+                continue
             then = lambda i, c: self._qualifiers(index + 1, i, c)  # noqa: E731
             if self._try(items, counts, binding, key, then):
                 return True
@@ -189,6 +202,8 @@ class _Search:
             if key in taken and not self.catalog.aliases:
                 continue  # its own name is taken and no alias can rename it
             binding = Binding(None if self.catalog.aliases else key, dict(table))
+            if "" in self.obligations.stars and not _readable(binding):
+                continue
             if self._try(items, counts, binding, key, self._bare):
                 return True
         return False
