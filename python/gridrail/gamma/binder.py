@@ -785,10 +785,7 @@ class Binder:
         judged) and every prefix of every lexeme of it that Γ allows (case folded where the
         dialect ignores case). None if the reductions it causes are refused."""
         memo_key = (state.node, _Same(state.values), _Same(state.block), terminal)
-        found = self._after.get(memo_key)
-        if found is None:
-            found = self._after.setdefault(memo_key, (self._slot_if(state, terminal),), 0)
-        slot = found[0]
+        slot = self._after.memo(memo_key, lambda: (self._slot_if(state, terminal),))[0]
         if slot is None or slot is _REFUSED:
             return None if slot is _REFUSED else (None, frozenset())
 

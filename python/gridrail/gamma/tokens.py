@@ -33,7 +33,7 @@ class TokenShapes:
     def __init__(self, vocab: Vocabulary):
         size = vocab.size
         plain = np.ones(size, dtype=bool)
-        opener = np.zeros(size, dtype=bool)
+        has_from = np.zeros(size, dtype=bool)
         self.spellings: list[bytes | None] = [vocab.token_bytes(t) for t in range(size)]
         self.lengths = np.zeros(size, dtype=np.int64)
         self.bytes = np.zeros((size, WIDTH), dtype=np.int64)
@@ -42,12 +42,12 @@ class TokenShapes:
                 continue
             plain[token_id] = all(b < 0x80 and b not in _NAME_BYTES for b in spelling)
             lowered = spelling.lower()
-            opener[token_id] = b"from" in lowered
+            has_from[token_id] = b"from" in lowered
             self.lengths[token_id] = len(spelling)
             head = spelling[:WIDTH]
             self.bytes[token_id, : len(head)] = list(head)
         self.plain = plain
-        self.has_from = opener  # may it hold a FROM keyword (case ignored)
+        self.has_from = has_from  # may it hold a FROM keyword (case ignored)
 
     def enter_from(self, ids: np.ndarray, pending: bytes) -> np.ndarray:
         """For each token of `ids` written after the `pending` bytes: may a FROM keyword end
