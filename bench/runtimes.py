@@ -89,7 +89,7 @@ def main(argv=None) -> None:
         model = models[runtime] = load_model(runtime=runtime)
         loaded = time.perf_counter() - started
         guide = hr_guide(model.vocab, "analyst", GenerationProfile())
-        prompt = question_prompt(model, guide.view, DEMO_QUESTION)
+        prompt = question_prompt(model, guide, DEMO_QUESTION)
         greedy(model, prompt, 4)  # warm-up
         _, seconds, _ = greedy(model, prompt, args.tokens)
         started = time.perf_counter()
@@ -113,7 +113,7 @@ def main(argv=None) -> None:
         outputs[runtime] = []
         for q in questions:
             g = hr_guide(model.vocab, q["role"], GenerationProfile())
-            p = question_prompt(model, g.view, q["question"])
+            p = question_prompt(model, g, q["question"])
             free, _, margins = greedy(model, p, args.tokens)
             masked = generate(g, model.next_logits(p), max_tokens=args.tokens)
             outputs[runtime].append((p, free, margins, masked.tokens))

@@ -641,6 +641,32 @@ def _answer_fields(answer) -> dict:
     }
 
 
+def _candidate_features(answer, guide, question: str, judge) -> list[dict]:
+    """What `ask`'s chooser ranks each candidate by, and whether it is correct: so that
+    bench/chooser_eval.py can score other orderings of the same generations."""
+    from collections import Counter
+
+    from gridrail.ask import _result_key
+    from gridrail.linking import TableIndex
+
+    index = TableIndex(guide.view)
+    clean = [c for c in answer.candidates if not c.attempt.violations]
+    agreement = Counter(_result_key(c.result) for c in clean if c.runs)
+    return [
+        {
+            "clean": not c.attempt.violations,
+            "runs": c.runs,
+            "rows": bool(c.result and c.result.rows),
+            "ended": c.attempt.generation.stop == "eos",
+            "agree": agreement[_result_key(c.result)] if c.runs else 0,
+            "coverage": index.coverage(question, c.attempt.sql) if c.runs else 0.0,
+            "chosen": c.chosen,
+            "correct": bool(judge.score(c.attempt.sql)["correct"]),
+        }
+        for c in answer.candidates
+    ]
+
+
 def _timed(call, **kwargs) -> tuple[object, float]:
     started = time.perf_counter()
     result = call(**kwargs)
@@ -662,6 +688,7 @@ class Evaluator:
         prompt_tables: int | None = None,
         prompt_rows: int = 0,
         gamma: bool = False,
+        prompt_examples: int = 0,
     ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
@@ -676,6 +703,7 @@ class Evaluator:
         self.loop_guard = loop_guard  # every arm's, the unconstrained one's too
         self.prompt_tables = prompt_tables  # None: every table in the prompt
         self.prompt_rows = prompt_rows  # sample rows per table in the prompt
+        self.prompt_examples = prompt_examples  # worked examples over the schema in the prompt
         self.gamma = gamma  # names declared in the statement tracked at the mask (issue 15)
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
         self.profile = None if full_language else gr.GenerationProfile(needs_from=not from_optional)
@@ -732,7 +760,9 @@ class Evaluator:
         arms = row["arms"]
         # the prompt `ask` builds when given the database (its sample rows included)
         samples = sample_rows(database, guide.view, self.prompt_rows)
-        prompt = question_prompt(self.model, guide.view, q.question, samples, self.prompt_tables)
+        prompt = question_prompt(
+            self.model, guide, q.question, samples, self.prompt_tables, self.prompt_examples
+        )
         row["prompt_tokens"] = len(prompt)
 
         if "unconstrained" in self.arms:
@@ -746,6 +776,7 @@ class Evaluator:
             ask, q.question, guide, self.model, max_tokens=self.max_tokens, database=database,
             timeout_s=self.exec_timeout, loop_guard=self.loop_guard,
             prompt_tables=self.prompt_tables, prompt_rows=self.prompt_rows,
+            prompt_examples=self.prompt_examples,
         )  # fmt: skip
         if "constrained+repair" in self.arms:
             answer, seconds = _timed(constrained, repair=True)
@@ -779,6 +810,7 @@ class Evaluator:
             arms["constrained+candidates"] = {
                 **_answer_fields(answer),
                 "candidates": self.candidates,
+                "candidate_features": _candidate_features(answer, guide, q.question, judge),
                 "seconds": seconds,
                 **judge.score(answer.sql),
             }
@@ -809,7 +841,7 @@ def _positive(option: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from gridrail.ask import DEFAULT_LOOP_GUARD, DEFAULT_PROMPT_TABLES, SAMPLE_ROWS
+    from gridrail.ask import DEFAULT_LOOP_GUARD, DEFAULT_PROMPT_TABLES, PROMPT_EXAMPLES, SAMPLE_ROWS
     from gridrail.models import RUNTIMES, load_model
 
     parser = argparse.ArgumentParser(
@@ -869,6 +901,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=SAMPLE_ROWS,
         metavar="N",
         help=f"sample rows per table in every arm's prompt (default: `ask`'s {SAMPLE_ROWS})",
+    )
+    parser.add_argument(
+        "--prompt-examples",
+        type=int,
+        default=PROMPT_EXAMPLES,
+        metavar="N",
+        help="worked examples over the schema in every arm's prompt (default: `ask`'s "
+        f"{PROMPT_EXAMPLES})",
     )
     parser.add_argument(
         "--larger-than",
@@ -932,6 +972,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         prompt_tables=args.prompt_tables or None,
         prompt_rows=args.prompt_rows,
         gamma=args.gamma,
+        prompt_examples=args.prompt_examples,
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()
@@ -954,6 +995,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "loop_guard": args.loop_guard,
                 "prompt_tables": args.prompt_tables,
                 "prompt_rows": args.prompt_rows,
+                "prompt_examples": args.prompt_examples,
                 "profile": "none" if evaluator.profile is None else evaluator.profile.label,
                 "gamma": args.gamma,
                 "left_out": dict(missing),

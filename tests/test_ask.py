@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 import gridrail as gr
-from gridrail.ask import ask, question_prompt, sample_rows
+from gridrail.ask import ask, held_examples, question_prompt, sample_rows
 from gridrail.audit import AuditLog, verify
 from gridrail.cli import main
 from gridrail.database import Database, DatabaseError, QueryResult, format_table
 from gridrail.models import LanguageModel, load_model
-from gridrail.prompt import question_messages, repair_messages, schema_text
+from gridrail.prompt import question_messages, repair_messages, schema_text, worked_examples
 from support.hr_example import EXAMPLES, HR_DB, HR_POLICY, hr_guide
 from test_walk_arm import _small_vocab
 
@@ -103,9 +103,44 @@ def test_sample_rows_show_only_visible_columns_of_visible_tables() -> None:
     assert sample_rows(Database.open(str(HR_DB)), analyst, 0) == {}
 
 
+def test_worked_examples_name_only_what_the_role_sees_and_its_language_holds() -> None:
+    analyst = _guide("analyst")
+    made = worked_examples(analyst.view, count=6)
+    shapes = ["SELECT COUNT(*) FROM", "COUNT(*) FROM", "ORDER BY"]
+    assert [shape in sql for (_, sql), shape in zip(made, shapes * 2, strict=False)] == [True] * 6
+    assert "GROUP BY" in made[1][1] and "for each" in made[1][0]
+    text = " ".join(f"{q} {sql}" for q, sql in made)
+    assert "salar" not in text  # the hidden column and table are never named
+    assert all(not analyst.check(sql) for _, sql in made)
+    # in turn over the tables: not every example is about the first one
+    assert {sql.split(" FROM ")[1].split()[0].rstrip(";") for _, sql in made} > {"employees"}
+    # a role whose language has no COUNT never sees an example that uses it
+    policy = gr.Policy.from_text(
+        '[roles.r]\nstatements = ["select"]\nfunctions = ["sum"]\ntables = ["orders"]\n'
+    )
+    counting = gr.compile(
+        gr.Grammar.bundled("sqlite"), _small_vocab(), schema=gr.Schema.from_sqlite(HR_DB),
+        policy=policy, role="r",
+    )  # fmt: skip
+    held = held_examples(counting, None, 3)
+    assert held and all("COUNT" not in sql for _, sql in held)
+    assert [sql for _, sql in held] == [
+        "SELECT placed_on FROM orders ORDER BY employee_id DESC LIMIT 1;"
+    ]
+
+
+def test_worked_examples_are_earlier_turns_of_the_chat() -> None:
+    examples = [("How many orders are there?", "SELECT COUNT(*) FROM orders;")]
+    messages = question_messages(_guide("analyst").view, "q", examples=examples)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[2]["content"] == "```sql\nSELECT COUNT(*) FROM orders;\n```"
+    assert messages[-1] == {"role": "user", "content": "q"}
+    assert held_examples(_guide("analyst"), None, 0) == []
+
+
 def test_the_prompt_opens_the_answer_as_sql() -> None:
     model = _scripted("SELECT 1;")
-    prompt = question_prompt(model, _guide("analyst").view, "How many orders?")
+    prompt = question_prompt(model, _guide("analyst"), "How many orders?")
     assert model.prefixes[-1] == "```sql\n" and prompt == [2]
 
 
@@ -224,6 +259,22 @@ def test_candidates_that_agree_win_over_the_greedy_one() -> None:
         "q", _guide("analyst"), _scripted(*answers, per_call=True), candidates=3, database=db
     )
     assert answer.sql == answers[1]  # agreement 2 beats 1; the earlier of the two wins the tie
+
+
+def test_of_answers_that_run_the_one_about_the_question_wins() -> None:
+    answers = (
+        "SELECT manager_id, COUNT(*) FROM employees GROUP BY manager_id;",  # greedy
+        "SELECT dept, COUNT(*) FROM employees GROUP BY dept;",  # `dept`: the department asked
+    )
+    db = Database.open(str(HR_DB))
+    question = "How many employees are in each department?"
+    model = _scripted(*answers, per_call=True)
+    answer = ask(question, _guide("analyst"), model, candidates=2, database=db)
+    assert answer.sql == answers[1]
+    # the same two without the word in the question: the greedy one, as before
+    answer = ask("Count them.", _guide("analyst"), _scripted(*answers, per_call=True),
+                 candidates=2, database=db)  # fmt: skip
+    assert answer.sql == answers[0]
 
 
 def test_a_statement_the_model_ended_wins_over_one_the_reserve_ended() -> None:

@@ -258,6 +258,37 @@ def test_rollback_restores_gamma() -> None:
     assert matcher.allowed() == after
 
 
+def test_masks_are_shared_by_equal_gamma_states_only() -> None:
+    """Γ-filtered masks are kept per (configuration, Γ's digest): a second matcher at the same
+    prefix reuses the first's mask; the same configuration under other names declared does
+    not (the qualifier `e.` binds employees in one statement, orders in the other)."""
+    guide = _guide()
+    stats = guide._gamma_masks.stats
+    prefixes = [
+        b"SELECT e.name FROM employees AS e WHERE e.",
+        b"SELECT e.id FROM orders AS e WHERE e.",
+    ]
+    masks, matchers = [], []
+    for prefix in prefixes:
+        matcher = guide.matcher()
+        assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+        masks.append(matcher.allowed())
+        matchers.append(matcher)
+    assert matchers[0].configuration == matchers[1].configuration  # L alone cannot tell them apart
+    assert masks[0] != masks[1]
+    for matcher, mask in zip(matchers, masks, strict=True):
+        gamma = matcher._gamma[-1]  # type: ignore[index]
+        binder = guide.binder
+        assert binder is not None
+        assert (
+            spec_mask_gamma(guide.oracle, binder, guide.vocab, matcher.configuration, gamma) == mask
+        )
+    hits = stats.hits
+    again = guide.matcher()
+    assert again.accept_tokens(guide.trie.tokenize(prefixes[1]))
+    assert again.allowed() == masks[1] and stats.hits > hits
+
+
 def test_a_log_written_under_gamma_replays_from_the_archive(tmp_path) -> None:
     guide = _guide("analyst")
     log = AuditLog()
@@ -316,10 +347,51 @@ def test_a_name_cut_back_to_its_last_accept_is_judged() -> None:
     "prefix",
     [
         b"SELECT 1 FROM employees JOIN employees",  # the item must be renamed
-        b"SELECT 1 FROM employees JOIN employees ON",  # ON: only an alias's first letters now
         b"SELECT e.name, total FROM employees AS x JOIN employees",
     ],
 )
 def test_the_reserve_finishes_where_the_grammar_alone_would_not(prefix: bytes) -> None:
     sql = _finish_within(_guide(), prefix, 48)
     assert _prepares(sql) is None, sql
+
+
+def test_an_unrenamed_second_item_takes_no_keyword_shaped_alias() -> None:
+    """Spider, under Γ: after `JOIN Orders` (a second item of one table), ON is refused until
+    the item is renamed, and the model's `ON` became the alias `ON1`, then `ON2`, ... until the
+    budget ran out. The profile refuses aliases that are a keyword with more after it."""
+    guide = _guide()
+    assert _accepts(guide, "SELECT 1 FROM employees JOIN employees AS e ON e.id = 1;")
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(b"SELECT 1 FROM employees JOIN employees"))
+    assert not matcher.accept_tokens(guide.trie.tokenize(b" ON"))
+    assert not _accepts(guide, "SELECT 1 FROM employees JOIN employees ON1 ON ON1.id = 1;")
+    lenient = hr_guide(
+        _vocab(), "auditor", gr.GenerationProfile(keyword_prefix_aliases=True), gamma=True
+    )
+    assert _accepts(lenient, "SELECT 1 FROM employees JOIN employees ON1 ON ON1.id = 1;")
+
+
+def test_a_keyword_chain_that_can_only_join_what_breaks_a_name_is_refused(tmp_path) -> None:
+    """Spider (small_bank_1, a sampled candidate): every table has `custid`, so once the select
+    list uses it bare, no table can be joined (it would be ambiguous). `LEFT` and `LEFT OUTER`
+    were allowed — one keyword of lookahead saw OUTER and JOIN, not the table after them — and
+    the mask after `LEFT OUTER ` was empty."""
+    path = tmp_path / "bank.sqlite"
+    with sqlite3.connect(path) as db:
+        for table in ("accounts", "savings", "checking"):
+            db.execute(f"CREATE TABLE {table} (custid INTEGER, name TEXT, balance REAL)")
+    guide = gr.compile(
+        gr.Grammar.bundled("sqlite"), _vocab(), schema=gr.Schema.from_sqlite(path),
+        profile=STRICT, gamma=True,
+    )  # fmt: skip
+    prefix = guide.trie.tokenize(b"SELECT c.name, custid FROM accounts AS c")
+    for more, allowed in ((b" WHERE custid = 1", True), (b" LEFT", False), (b" JOIN", False)):
+        matcher = guide.matcher()
+        assert matcher.accept_tokens(prefix)
+        assert matcher.accept_tokens(guide.trie.tokenize(more)) is allowed, more
+    # positive control: with the name qualified, a join keeps every name bound
+    assert _accepts(
+        guide,
+        "SELECT c.name, c.custid FROM accounts AS c "
+        "LEFT OUTER JOIN savings AS s ON s.custid = c.custid;",
+    )

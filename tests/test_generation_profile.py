@@ -62,6 +62,13 @@ REFUSED = {
     "25-character type name": f"SELECT CAST(id AS {ALIAS_24}b) FROM employees;",
     "select without FROM": "SELECT name;",
     "count without FROM": "SELECT count(*);",
+    # Spider, under Γ: GROUP refused while FROM owed a select-list name, `GRO` became an alias
+    "alias that starts GROUP": "SELECT name FROM employees GRO;",
+    "alias that starts WHERE": "SELECT wh.name FROM employees AS wh;",
+    # Spider, under Γ: ON refused for an unaliased second item of one table, `ON1` an alias
+    "alias that is a keyword and more": "SELECT on1.name FROM employees AS on1;",
+    # Spider: `COLLATE TABLERef_Locations` ran on (SQLite has BINARY, NOCASE and RTRIM only)
+    "collation SQLite lacks": "SELECT name FROM employees ORDER BY name COLLATE TABLERef;",
 }
 
 ACCEPTED = {
@@ -70,6 +77,7 @@ ACCEPTED = {
     "newline and indent": "SELECT name\nFROM employees\n        WHERE dept = 'eng';",
     "24-character column alias": f"SELECT name AS {ALIAS_24} FROM employees;",
     "3-character table alias": "SELECT emp.name FROM employees AS emp;",
+    "one-letter table alias": "SELECT e.name FROM employees e;",
     "20-digit number": "SELECT name FROM employees WHERE id = 12345678901234567890;",
     "64-character string": f"SELECT name FROM employees WHERE dept = '{'x' * 62}';",
     "table qualifier": "SELECT employees.name FROM employees;",
@@ -79,6 +87,7 @@ ACCEPTED = {
     "CTE": "WITH t AS (SELECT name FROM employees) SELECT name FROM employees;",
     "string with dashes": "SELECT name FROM employees WHERE dept = '--; ';",
     "collation": "SELECT name FROM employees ORDER BY name COLLATE NOCASE;",
+    "collation in lower case": "SELECT name FROM employees ORDER BY name COLLATE rtrim;",
     "cast": "SELECT CAST(id AS INTEGER), CAST(name AS VARCHAR(20)) FROM employees;",
 }
 
@@ -121,6 +130,15 @@ def test_comments_can_be_allowed_back() -> None:
     assert _accepts(with_comments, REFUSED["block comment"])
     for still_refused in ("comment after ;", "two spaces", "quoted alias"):
         assert not _accepts(with_comments, REFUSED[still_refused])
+
+
+def test_aliases_that_start_a_keyword_can_be_allowed_back() -> None:
+    lenient = _small(gr.GenerationProfile(keyword_prefix_aliases=True))
+    assert _accepts(lenient, "SELECT name FROM employees GRO;")
+    assert _accepts(lenient, "SELECT wh.name FROM employees AS wh;")
+    assert _accepts(lenient, "SELECT on1.name FROM employees AS on1;")
+    assert "aliases<=3-kw" in _small().compiled.grammar.name
+    assert "aliases<=3," in lenient.compiled.grammar.name
 
 
 def test_every_query_block_needs_from_and_can_be_allowed_back() -> None:
@@ -416,6 +434,8 @@ def _catalogue_text() -> str:
         (('["select_core", "from_clause"]', '["select_core"]'), "must be [] or [rule, clause]"),
         (('["select_core", "from_clause"]', '["set_quantifier", "from_clause"]'), "no production"),
         (('terminator = "SEMICOLON"\n', ""), "must give exactly"),
+        (("{ COLLATION_NAME =", "{ TABLE_NAME ="), "TABLE_NAME is not one of generation.invented"),
+        (('["BINARY", "NOCASE", "RTRIM"]', "[]"), "must list the words"),
     ],
 )
 def test_generation_section_names_are_checked(edit: tuple[str, str], message: str) -> None:

@@ -13,7 +13,7 @@ from gridrail.linking import TableIndex, link_tables, stems
 from gridrail.policy.schema import Schema
 from gridrail.policy.view import SchemaView
 from gridrail.prompt import question_messages
-from support.hr_example import HR_DB, hr_guide
+from support.hr_example import hr_guide
 from test_walk_arm import _small_vocab
 
 
@@ -94,8 +94,20 @@ class _Templated:
 
 
 def test_question_prompt_links_unless_told_to_show_everything():
-    view = SchemaView(Schema.from_sqlite(HR_DB), None)
-    linked = bytes(question_prompt(_Templated(), view, "How many orders?", prompt_tables=1))
-    every = bytes(question_prompt(_Templated(), view, "How many orders?", prompt_tables=None))
+    guide = _analyst()
+    view = guide.view
+    linked = bytes(question_prompt(_Templated(), guide, "How many orders?", prompt_tables=1))
+    every = bytes(question_prompt(_Templated(), guide, "How many orders?", prompt_tables=None))
     assert b"CREATE TABLE orders" in linked and b"CREATE TABLE employees" not in linked
     assert all(f"CREATE TABLE {t.name}".encode() in every for t in view.tables)
+
+
+def test_coverage_counts_the_questions_words_the_statements_names_hold() -> None:
+    index = TableIndex(_analyst().view)
+    question = "How many employees are in each department?"
+    by_dept = index.coverage(question, "SELECT dept, COUNT(*) FROM employees GROUP BY dept;")
+    by_manager = index.coverage(question, "SELECT manager_id FROM employees GROUP BY manager_id;")
+    assert by_dept > by_manager > 0  # `dept` abbreviates department; both name employees
+    # an alias or a string is no name of the schema: it speaks to nothing
+    assert index.coverage(question, "SELECT 1 AS department FROM orders;") == 0
+    assert index.coverage("", "SELECT dept FROM employees;") == 0

@@ -36,10 +36,17 @@ from gridrail.decode.loop import Generation, generate, seal_generation
 from gridrail.decode.repetition import LoopGuard
 from gridrail.errors import GridrailError, JudgeError, UsageError
 from gridrail.guide import Guide
-from gridrail.linking import link_tables
+from gridrail.linking import TableIndex, link_tables
 from gridrail.models import LanguageModel
+from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
-from gridrail.prompt import ANSWER_PREFIX, Samples, question_messages, repair_messages
+from gridrail.prompt import (
+    ANSWER_PREFIX,
+    Samples,
+    question_messages,
+    repair_messages,
+    worked_examples,
+)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -51,6 +58,7 @@ DEFAULT_CANDIDATE_TEMPERATURE = 0.7
 # (bench/RESULTS.md, "Candidates: K")
 DEFAULT_CANDIDATES = 8
 SAMPLE_ROWS = 0  # rows per table shown in the prompt (bench/RESULTS.md: prompt variants)
+PROMPT_EXAMPLES = 0  # worked examples over the schema before the question (bench/RESULTS.md)
 # the prompt shows at most this many tables, those the question is most about (schema
 # linking). Not fewer: on the Spider questions whose database has more than 8 tables, showing
 # only 8 ran 12 answers of 26 against 15 with every table shown (bench/RESULTS.md: "Schema
@@ -140,6 +148,7 @@ def ask(
     loop_guard: LoopGuard | None = DEFAULT_LOOP_GUARD,
     prompt_tables: int | None = DEFAULT_PROMPT_TABLES,
     prompt_rows: int = SAMPLE_ROWS,
+    prompt_examples: int = PROMPT_EXAMPLES,
     on_token: Callable[[int], None] | None = None,
     on_repair: Callable[[list[str]], None] | None = None,
 ) -> Answer:
@@ -156,7 +165,8 @@ def ask(
     from repeating a block of tokens (None: the model's choice as is). The prompt shows at most
     `prompt_tables` of the visible tables (None: all), those `link_tables` finds the question
     most about (the mask still allows every name the role may see), each with `prompt_rows`
-    of its rows when a database is given. `on_token` is told the
+    of its rows when a database is given, after `prompt_examples` worked examples over those
+    tables (`prompt.worked_examples`, those the language holds). `on_token` is told the
     token count as it grows; `on_repair` the problems that triggered the retry."""
     if signing_key is not None and not audit:
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
@@ -171,7 +181,8 @@ def ask(
         raise ValueError("the guide was compiled for another vocabulary than the model's")
     samples = sample_rows(database, guide.view, prompt_rows) if database else None
     shown = link_tables(guide.view, question, prompt_tables) if prompt_tables else None
-    messages = question_messages(guide.view, question, samples, shown)
+    examples = held_examples(guide, shown, prompt_examples)
+    messages = question_messages(guide.view, question, samples, shown, examples)
 
     def attempt(prompt_messages: list[dict[str, str]], chooser: Sampler) -> Candidate:
         made = _attempt(
@@ -184,7 +195,8 @@ def ask(
     for k in range(candidates):
         chooser = (sampler or Sampler()) if k == 0 else Sampler(candidate_temperature, seed=k)
         answer.candidates.append(attempt(messages, chooser))
-    best = _choose(answer.candidates)
+    index = TableIndex(guide.view)
+    best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
     if repair and (best is None or (runs_on is not None and not best.runs)):
         failed = best or answer.candidates[0]  # a clean one that does not run, else the greedy
         problems = [v.message for v in failed.attempt.violations] or [str(failed.error)]
@@ -193,7 +205,7 @@ def ask(
         retry = repair_messages(messages, failed.attempt.sql, problems)
         answer.candidates.append(attempt(retry, sampler or Sampler()))
         answer.repaired = True
-        best = _choose(answer.candidates)
+        best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
     # no clean candidate at all: the last one (the retry, if any) is reported with its violations
     _seal_choice(guide, answer.candidates, best or answer.candidates[-1])
     return answer
@@ -201,17 +213,29 @@ def ask(
 
 def question_prompt(
     model: LanguageModel,
-    view: SchemaView,
+    guide: Guide,
     question: str,
     samples: Samples | None = None,
     prompt_tables: int | None = DEFAULT_PROMPT_TABLES,
+    prompt_examples: int = PROMPT_EXAMPLES,
 ) -> list[int]:
     """The prompt token ids `ask` starts from: the question's chat over the tables it links to,
     the assistant's turn opened with the SQL fence. An unconstrained baseline must start from
     exactly this prompt."""
-    shown = link_tables(view, question, prompt_tables) if prompt_tables else None
-    messages = question_messages(view, question, samples, shown)
+    assert guide.view is not None
+    shown = link_tables(guide.view, question, prompt_tables) if prompt_tables else None
+    examples = held_examples(guide, shown, prompt_examples)
+    messages = question_messages(guide.view, question, samples, shown, examples)
     return model.prompt_ids(messages, prefix=ANSWER_PREFIX)
+
+
+def held_examples(guide: Guide, shown: Sequence[Table] | None, count: int) -> list[tuple[str, str]]:
+    """`count` worked examples over the shown tables, of those the guide's language holds and
+    its checker passes: the prompt never shows the model a statement its role may not write."""
+    if count <= 0 or guide.view is None:
+        return []
+    made = worked_examples(guide.view, shown, 4 * count)
+    return [(asked, sql) for asked, sql in made if not guide.check(sql)][:count]
 
 
 def sample_rows(database: Database, view: SchemaView, rows: int) -> Samples:
@@ -306,11 +330,12 @@ def _run(attempt: Attempt, database: Database | None, timeout_s: float, max_rows
     return candidate
 
 
-def _choose(candidates: Sequence[Candidate]) -> Candidate | None:
+def _choose(candidates: Sequence[Candidate], coverage: Callable[[str], float]) -> Candidate | None:
     """The best clean candidate: one that runs over one that does not, one that returns rows
     over an empty result, one the model ended over one whose end the budget reserve wrote
     (the model did not finish its statement), then the result more candidates agree on, then
-    the earliest (the greedy one first). None when no candidate is clean."""
+    the one whose names speak to more of the question (`coverage`: `TableIndex.coverage`),
+    then the earliest (the greedy one first). None when no candidate is clean."""
     clean = [c for c in candidates if not c.attempt.violations]
     if not clean:
         return None
@@ -320,7 +345,8 @@ def _choose(candidates: Sequence[Candidate]) -> Candidate | None:
         index, c = indexed
         agree = agreement[_result_key(c.result)] if c.runs else 0
         ended = c.attempt.generation.stop == "eos"
-        return (c.runs, bool(c.result and c.result.rows), ended, agree, -index)
+        about = coverage(c.attempt.sql) if c.runs else 0.0
+        return (c.runs, bool(c.result and c.result.rows), ended, agree, about, -index)
 
     return max(enumerate(clean), key=rank)[1]
 

@@ -18,6 +18,7 @@ from gridrail.ask import (
     DEFAULT_CANDIDATES,
     DEFAULT_LOOP_GUARD,
     DEFAULT_PROMPT_TABLES,
+    PROMPT_EXAMPLES,
     Answer,
     ask,
     database_judge,
@@ -345,6 +346,7 @@ class _Asker:
                 replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None
             ),
             prompt_tables=args.prompt_tables or None,
+            prompt_examples=args.prompt_examples,
             database=target.database,
             run=not target.writes,
             timeout_s=args.timeout,
@@ -757,6 +759,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="show the model the K visible tables the question is most about (the mask still "
         f"allows every table the role sees) (default: {DEFAULT_PROMPT_TABLES}; 0: all of them)",
+    )
+    q.add_argument(
+        "--prompt-examples",
+        type=_at_least_zero,
+        default=PROMPT_EXAMPLES,
+        metavar="N",
+        help="show the model N worked examples (question and statement) over those tables, "
+        f"built from what the role sees (default: {PROMPT_EXAMPLES})",
     )
     q.add_argument(
         "--judge-role",

@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from gridrail.policy.schema import Schema
     from gridrail.policy.view import SchemaView
 
+# Γ-filtered masks a guide keeps (each names its configuration and Γ's digest).
+GAMMA_MASKS, GAMMA_MASK_BYTES = 4096, 64 << 20
 MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the mask stays singleton
 # What `Matcher.accept_tokens` may call the tokens it records (replay passes "eos" back in).
 TOKEN_KINDS = ("sampled", "forced", "reserve", "eos")
@@ -106,6 +108,9 @@ class Guide:
         self.names = names
         self.binder = Binder(self.oracle, names) if names is not None else None
         self._shapes = _token_shapes(vocab) if self.binder else None
+        self._gamma_masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(
+            GAMMA_MASKS, GAMMA_MASK_BYTES
+        )
 
     def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
         """A matcher; with `max_tokens`, one that keeps every generation inside that budget;
@@ -135,48 +140,65 @@ class Guide:
     ) -> tuple[MaskEntry, TokenSet]:
         """The mask and the content-addressed cache entry its context-independent part came
         from (what an audit record names)."""
-        entry, mask = self._language_mask(cfg)
-        if gamma is not None and self.binder is not None:
-            mask = self._within_gamma(cfg, gamma, mask)
-        return entry, mask
+        if gamma is None or self.binder is None:
+            return self._language_mask(cfg)
+        # Γ's state is a function of the lexemes read (its digest chains them), so the
+        # configuration and the digest name the mask: the candidates of one question, and
+        # the prefixes statements share, reuse it.
+        key = (cfg, gamma.digest, gamma.pending, gamma.open_root)
+        found = self._gamma_masks.get(key)
+        if found is None:
+            entry, mask = self._language_mask(cfg)
+            found = self._gamma_masks.setdefault(
+                key, (entry, self._within_gamma(cfg, gamma, mask)), len(mask.bits)
+            )
+        return found
 
     def _within_gamma(self, cfg: Configuration, gamma: GammaState, mask: TokenSet) -> TokenSet:
         """`mask` without the tokens after which the output leaves L_Γ. Inside a FROM clause
-        that owes names, every token is read; elsewhere only Γ's names can be refused, so
-        only the tokens a vectorized scan finds touching a name slot's terminal are read —
-        most by their last lexeme's bytes alone (`gamma.tokens`)."""
+        that owes names, every token is judged; elsewhere only Γ's names can be refused, so
+        only the tokens a vectorized scan finds touching a name slot's terminal are — most
+        by their last lexeme's bytes alone (`gamma.tokens`), the rest read by the binder."""
         binder, shapes = self.binder, self._shapes
         assert binder is not None and shapes is not None
         ids = np.asarray(mask.ids(), dtype=np.int64)
         ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
         if not binder.resolves(gamma):
             return mask  # an INSERT / UPDATE / DELETE: names stay open
-        if binder.closing(gamma):  # any token may end the FROM clause too early: read them all
-            scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, True)
-        else:
+        if not binder.closing(gamma):
             ids = ids[~shapes.plain[ids] | bool(gamma.pending)]
-            scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, bool(cfg.tail))
-            if binder.owes(gamma):  # a token that opens FROM may also go on inside it
-                entering = shapes.enter_from(ids, gamma.pending)
-                scan = scan._replace(marked=scan.marked | entering, simple=scan.simple & ~entering)
+        scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, bool(cfg.tail))
+        if binder.closing(gamma):  # any token may end the FROM clause too early: judge them all
+            scan = scan._replace(marked=np.ones(len(ids), dtype=bool))
+        elif binder.owes(gamma):  # a token that opens FROM may also go on inside it
+            scan = scan._replace(marked=scan.marked | shapes.enter_from(ids, gamma.pending))
         refused: list[int] = []
         # Tokens whose only lexemes are the pending one ending at their first byte, layout,
         # and the lexeme they leave pending: Γ after the first is shared, the last is judged
-        # by its bytes.
+        # by its bytes — in groups of one scanner state, whose slots are found once.
         simple = scan.marked & scan.simple
         shared = {False: gamma, True: binder.after_pending(gamma, cfg)}
-        for token_id, closes, state, start in zip(
-            ids[simple].tolist(),
-            scan.closes[simple].tolist(),
-            scan.final_state[simple].tolist(),
-            scan.final_start[simple].tolist(),
-            strict=True,
-        ):
-            before = shared[closes]
-            spelling = shapes.spellings[token_id]
-            pending = spelling[start:] if start >= 0 else gamma.pending + spelling  # type: ignore[index,operator]
-            if before is None or not binder.pending_verdict(before, state, pending):
-                refused.append(token_id)
+        members_of = ids[simple]
+        groups = scan.final_state[simple] * 2 + scan.closes[simple]
+        starts = scan.final_start[simple]
+        order = np.argsort(groups, kind="stable")
+        keys, firsts = np.unique(groups[order], return_index=True)
+        blocks = np.split(order, firsts[1:]) if len(order) else []
+        for key, rows in zip(keys.tolist(), blocks, strict=True):
+            members = members_of[rows].tolist()
+            before = shared[bool(key & 1)]
+            if before is None:
+                refused.extend(members)
+                continue
+            judge = binder.pending_judge(before, key >> 1)
+            if judge is None:
+                continue
+            spellings = shapes.spellings
+            pendings = [
+                spellings[t][s:] if s >= 0 else gamma.pending + spellings[t]  # type: ignore[index,operator]
+                for t, s in zip(members, starts[rows].tolist(), strict=True)
+            ]
+            refused.extend(t for t, ok in zip(members, judge(pendings), strict=True) if not ok)
         for token_id in ids[scan.marked & ~scan.simple].tolist():
             spelling = shapes.spellings[token_id]
             after = self.oracle.try_feed(cfg, spelling)  # type: ignore[arg-type]

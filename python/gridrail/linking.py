@@ -61,6 +61,17 @@ class TableIndex:
         # frequency, tables as the documents)
         self._weight = {s: math.log((n + 1) / count) for s, count in tables_with.items()}
 
+    def coverage(self, question: str, statement: str) -> float:
+        """How much of `question` a statement's names speak to: for each question stem, the
+        weight of a schema name's stem written in `statement` that is the same word or its
+        abbreviation (`dept` for department). Candidates that run are told apart by it: of
+        answers that run, the one about the question."""
+        written = [s for s in stems(statement) if s in self._weight]  # the schema's names
+        return sum(
+            max((self._weight[w] for w in written if w == q or _abbreviates(w, q)), default=0.0)
+            for q in stems(question)
+        )
+
     def score(self, asked: frozenset[str], i: int) -> float:
         """How much table i's name and its columns' names share with the question's stems,
         each stem weighted by how rare it is among the tables."""
@@ -89,6 +100,15 @@ def link_tables(view: SchemaView, question: str, limit: int) -> tuple[Table, ...
     if len(view.tables) <= limit and limit >= 1:
         return view.tables
     return TableIndex(view).link(question, limit)
+
+
+def _abbreviates(short: str, word: str) -> bool:
+    """Is `short` (three letters or more, shorter than `word`) `word`'s first letter followed
+    by some of its other letters in order (`dept` of department, `emp` of employee)?"""
+    if len(short) < 3 or len(short) >= len(word) or short[0] != word[0]:
+        return False
+    rest = iter(word[1:])
+    return all(letter in rest for letter in short[1:])
 
 
 def _stem(word: str) -> str:

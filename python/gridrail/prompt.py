@@ -50,9 +50,11 @@ def question_messages(
     question: str,
     samples: Samples | None = None,
     tables: Sequence[Table] | None = None,
+    examples: Sequence[tuple[str, str]] = (),
 ) -> list[dict[str, str]]:
     """System and user messages asking for one statement that answers `question`, showing the
-    visible tables (those of `tables`, when given: `linking.link_tables`)."""
+    visible tables (those of `tables`, when given: `linking.link_tables`), after `examples`
+    (question, statement) as earlier turns of the chat (`worked_examples`)."""
     dialect = _DIALECT_NAMES.get(view.schema.dialect, view.schema.dialect)
     kinds = sorted(view.role.statements) if view.role is not None else ["any"]
     system = (
@@ -60,7 +62,54 @@ def question_messages(
         f"Statements you may write: {', '.join(k.upper() for k in kinds)}.\n"
         f"The database:\n{schema_text(view, samples, tables)}"
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    turns = []
+    for asked, sql in examples:
+        turns.append({"role": "user", "content": asked})
+        turns.append({"role": "assistant", "content": f"{ANSWER_PREFIX}{sql}\n```"})
+    return [{"role": "system", "content": system}, *turns, {"role": "user", "content": question}]
+
+
+def worked_examples(
+    view: SchemaView, tables: Sequence[Table] | None = None, count: int = 3
+) -> list[tuple[str, str]]:
+    """Up to `count` (question, statement) pairs over the shown tables (`tables`, else every
+    visible one) — in turn a count, a count per group, a superlative, each over the next table
+    that has the columns it needs — built from what the role sees, so a small model has seen
+    the shapes of common answers (GROUP BY for "each") on this very schema. The caller drops
+    those its role's language does not hold."""
+    shown = [t for t in (view.tables if tables is None else tables) if view.columns(t)]
+    out: list[tuple[str, str]] = []
+    for i in range(count if shown else 0):
+        turn = i % len(shown)
+        for table in shown[turn:] + shown[:turn]:
+            made = _example(view, table, i % 3)
+            if made is not None and made not in out:
+                out.append(made)
+                break
+    return out
+
+
+def _example(view: SchemaView, table: Table, shape: int) -> tuple[str, str] | None:
+    """A question of `shape` (0 count, 1 count per group, 2 superlative) over `table`, with
+    its statement; None if the table lacks the columns the shape needs."""
+    spell = view.schema.rules.bare_may_denote
+    columns = [c for c in view.columns(table) if c.name != table.rowid_column]
+    name, label = _name(table.name, spell), _words(table.name)
+    if shape == 0:
+        return f"How many {label} are there?", f"SELECT COUNT(*) FROM {name};"
+    group = next((c for c in columns if _is_text(c.type)), None)
+    if group is None:
+        return None
+    g = _name(group.name, spell)
+    if shape == 1:
+        asked = f"How many {label} are there for each {_words(group.name)}?"
+        return asked, f"SELECT {g}, COUNT(*) FROM {name} GROUP BY {g};"
+    number = next((c for c in columns if _is_number(c.type)), None)
+    if number is None:
+        return None
+    n = _name(number.name, spell)
+    asked = f"Which {_words(group.name)} has the highest {_words(number.name)}?"
+    return asked, f"SELECT {g} FROM {name} ORDER BY {n} DESC LIMIT 1;"
 
 
 def repair_messages(
@@ -78,6 +127,20 @@ def repair_messages(
             "Write a corrected statement that answers the question.",
         },
     ]
+
+
+def _words(name: str) -> str:
+    return name.replace("_", " ").strip().lower() or name
+
+
+def _is_text(declared: str) -> bool:
+    upper = declared.upper()  # SQLite's affinity rules; other dialects' text types read alike
+    return any(k in upper for k in ("CHAR", "TEXT", "CLOB", "STRING")) or not upper
+
+
+def _is_number(declared: str) -> bool:
+    upper = declared.upper()
+    return any(k in upper for k in ("INT", "REAL", "FLOA", "DOUB", "NUM", "DEC"))
 
 
 def _value(value: object) -> str:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -138,6 +138,10 @@ class _Refused(Exception):
     """A reduction Γ refuses (a FROM item or a FROM clause that breaks an obligation)."""
 
 
+# Keywords `_alive` follows past a shifted one (`LEFT` OUTER JOIN <table>), where at most
+# FEW_FOLLOWERS terminals may come next: a chain of keywords, not an expression's many.
+LOOKAHEAD, FEW_FOLLOWERS = 3, 8
+
 # Fresh aliases the reserve may write, in order of preference.
 FRESH_ALIASES = tuple(f"t{i}" for i in range(10)) + tuple("abcdefghijklmnopqrsuvwxyz")
 
@@ -199,6 +203,7 @@ class Binder:
         self._catalog: Catalog | None = None
         self._after: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
         self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
+        self._paths: dict[tuple[int, int, int], tuple[tuple[bytes, ...], bool]] = {}
         self.initial = GammaState(oracle.initial.stack, None, None, b"", False)
 
     def _state_events(
@@ -720,27 +725,53 @@ class Binder:
     def pending_verdict(self, state: GammaState, scan_state: int, pending: bytes) -> bool:
         """Can a lexeme `pending` (at `scan_state`) written at `state`'s boundary still become
         a lexeme Γ allows, or one of a terminal Γ does not judge there?"""
-        if not pending or state.open_root:
-            return True
+        judge = self.pending_judge(state, scan_state)
+        return judge is None or judge((pending,))[0]
+
+    def pending_judge(
+        self, state: GammaState, scan_state: int
+    ) -> Callable[[Sequence[bytes]], list[bool]] | None:
+        """`pending_verdict` at `scan_state` and `state`'s boundary, for many pending lexemes:
+        None when Γ allows every one of them (a terminal it does not judge is live), else a
+        function from the pending lexemes to their verdicts — what the live terminals' slots
+        allow is found once, so a lexeme costs a few set lookups."""
+        if state.open_root:
+            return None
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         live = self._live[scan_state] & allowed
         if not live:  # rule (ii): only an emission at the last accept can continue
-            return self._cut_back(state, pending, allowed)
-        key = pending.lower() if self.rules.case_insensitive else pending
+            return lambda pendings: [not p or self._cut_back(state, p, allowed) for p in pendings]
+        prefix_sets: list[frozenset[bytes]] = []
+        fresh: list[tuple[int, Slot]] = []
         for terminal in _bits(live):
             if (self._ignored >> terminal) & 1:
-                return True
+                return None
             at = self._slot_after(state, terminal)
             if at is None:
                 continue  # Γ refuses the reductions this terminal would make
             slot, prefixes = at
-            if terminal not in self._restricted or slot is None or key in prefixes:
-                return True
-            if slot.fresh is not None and self._fresh_extension(
-                pending, scan_state, terminal, slot
-            ):
-                return True
-        return False
+            if terminal not in self._restricted or slot is None:
+                return None  # a lexeme Γ does not judge here
+            prefix_sets.append(prefixes)
+            if slot.fresh is not None:
+                fresh.append((terminal, slot))
+        fold = self.rules.case_insensitive
+
+        def judge(pendings: Sequence[bytes]) -> list[bool]:
+            out = []
+            for pending in pendings:
+                key = pending.lower() if fold else pending
+                out.append(
+                    not pending
+                    or any(key in prefixes for prefixes in prefix_sets)
+                    or any(
+                        self._fresh_extension(pending, scan_state, terminal, slot)
+                        for terminal, slot in fresh
+                    )
+                )
+            return out
+
+        return judge
 
     def _cut_back(self, state: GammaState, pending: bytes, allowed: int) -> bool:
         """Rule (ii): the pending bytes can only go on as the lexeme up to their last accept
@@ -798,10 +829,12 @@ class Binder:
 
         return slot, self._prefixes.memo((_Same(slot), terminal), build)
 
-    def _slot_if(self, state: GammaState, terminal: int, look: bool = True) -> Slot | object | None:
+    def _slot_if(
+        self, state: GammaState, terminal: int, look: int = LOOKAHEAD
+    ) -> Slot | object | None:
         """The slot `terminal` would fill next at `state`'s boundary (None: not judged;
-        _REFUSED: the reductions it causes are refused, or — with `look`, for a terminal that
-        is not a name — every lexeme that could follow it is)."""
+        _REFUSED: the reductions it causes are refused, or — with `look` > 0, for a terminal
+        that is not a name — every lexeme that could follow it is, `_alive`)."""
         try:
             found = self._reduce_for(state, terminal)
         except _Refused:
@@ -820,13 +853,13 @@ class Binder:
         if terminal in self._merging and self._in_from(block, state.open_root):
             return _REFUSED
         if terminal not in self._restricted:
-            if look and not state.open_root:
+            if look > 0 and not state.open_root:
                 values = Cell(Token(self._names[terminal], ""), values)
                 event = self._opens.get(move)
                 pushed = node.push(move, terminal)
                 if event is not None and event != "item paren":
                     block = self._open(event, block, node, values)
-                if not self._alive(pushed, values, block):
+                if not self._alive(pushed, values, block, look - 1):
                     return _REFUSED
             return None
         return self._slot(self._slots.get(move), block, values)
@@ -836,17 +869,22 @@ class Binder:
         inner = innermost(block)
         return not open_root and inner is not None and inner.phase in (Phase.FROM, Phase.ON)
 
-    def _alive(self, node: StackNode, values: Cell | None, block: Block | None) -> bool:
+    def _alive(
+        self, node: StackNode, values: Cell | None, block: Block | None, look: int = 0
+    ) -> bool:
         """Can some lexeme follow a lexeme just shifted (`node`)? Not where every terminal
         that may come next is a name Γ allows none of, or one whose reductions Γ refuses —
         after `AS` in a FROM item, or `JOIN`, when no table or alias keeps the select list's
-        names dischargeable."""
+        names dischargeable. Where few terminals may come next (a chain of keywords: `LEFT
+        OUTER JOIN`), those that are no name are followed `look` lexemes further: Spider's
+        `LEFT OUTER` was a dead end when no table could be joined."""
         allowed = self.oracle.lr.allowed_mask(node)
         if not allowed:
             return True  # only the end: `ends` judges it
         probe = GammaState(node, values, block, b"", False)
+        further = look if allowed.bit_count() <= FEW_FOLLOWERS else 0
         for terminal in _bits(allowed):
-            found = self._slot_if(probe, terminal, look=False)
+            found = self._slot_if(probe, terminal, look=further)
             if found is _REFUSED:
                 continue
             if found is None or found.fresh is not None:  # type: ignore[union-attr]
@@ -857,30 +895,51 @@ class Binder:
 
     def _fresh_extension(self, pending: bytes, scan_state: int, terminal: int, slot: Slot) -> bool:
         """Does the pending lexeme extend to a lexeme of `terminal` (an alias) whose key is
-        not taken (`slot.fresh`)? Breadth first over the scanner, a bounded number of strings:
-        the taken names are few, so a short extension is found at once."""
-        for lexeme in self._extensions(pending, scan_state, terminal, 2000):
+        not taken (`slot.fresh`)? Over a bounded number of extensions, shortest first: the
+        taken names are few, so a short extension is found at once."""
+        for lexeme in self._extensions(pending, scan_state, terminal):
             if slot.allows(
                 self._key(lexeme.decode("utf-8", "surrogateescape"), self._names[terminal])
             ):
                 return True
         return False
 
-    def _extensions(
-        self, pending: bytes, scan_state: int, terminal: int, bound: int
-    ) -> Iterator[bytes]:
-        """Lexemes of `terminal` that extend `pending` (at `scan_state`), shortest first."""
+    def _extensions(self, pending: bytes, scan_state: int, terminal: int) -> Iterator[bytes]:
+        """Lexemes of `terminal` that extend `pending` (at `scan_state`), shortest first: over
+        the first 64 scanner states reached, then — only if asked for more — up to 2,000."""
+        seen = 0
+        for bound in (64, 2000):
+            paths, complete = self._extension_paths(scan_state, terminal, bound)
+            for path in paths[seen:]:
+                if path or pending:
+                    yield pending + path
+            if complete:
+                return
+            seen = len(paths)
+
+    def _extension_paths(
+        self, scan_state: int, terminal: int, bound: int
+    ) -> tuple[tuple[bytes, ...], bool]:
+        """The byte strings that take the scanner from `scan_state` to a state where
+        `terminal` wins, shortest first, breadth first over at most `bound` states, and
+        whether that search was complete: a function of the scanner state alone, so found
+        once per state (bounded: states × terminals × two bounds)."""
+        key = (scan_state, terminal, bound)
+        found = self._paths.get(key)
+        if found is not None:
+            return found
         queue: deque[tuple[int, bytes]] = deque([(scan_state, b"")])
-        bit = 1 << terminal
-        while queue and bound > 0:
+        bit, left, paths = 1 << terminal, bound, []
+        while queue and left > 0:
             current, path = queue.popleft()
-            bound -= 1
-            if self._accept[current] & bit and path + pending and self._wins(current, terminal):
-                yield pending + path
+            left -= 1
+            if self._accept[current] & bit and self._wins(current, terminal):
+                paths.append(path)
             for byte in range(256):
                 nxt = self._trans[current * 256 + byte]
                 if nxt >= 0 and self._live[nxt] & bit:
                     queue.append((nxt, path + bytes((byte,))))
+        return self._paths.setdefault(key, (tuple(paths), not queue))
 
     def _lexemes(self, names: dict[str, str], terminal: int) -> Iterator[bytes]:
         """The lexemes of `terminal` that spell one of `names` (key -> spelling), each in its
@@ -1012,7 +1071,7 @@ class Binder:
             ]
             if pending:  # new names that go on from the bytes written so far
                 scan_state = self._run(self._start, pending)[0]
-                extended = self._extensions(pending, scan_state, terminal, 2000)
+                extended = self._extensions(pending, scan_state, terminal)
                 spellings += [
                     lexeme
                     for lexeme in extended

@@ -53,6 +53,7 @@ _GENERATION_KEYS = {
     "needs_from",
     "terminator",
 }
+_GENERATION_OPTIONAL = {"fixed_names"}
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class GenerationSurface:
     # the query blocks without their FROM clause, (lhs, rhs) productions: they read no table
     without_from: tuple[tuple[str, tuple[str, ...]], ...]
     terminator: str  # the terminal that ends the statement
+    # invented names the dialect has a fixed set of (terminal, its words, case ignored)
+    fixed_names: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def as_json(self) -> list[object]:
         return [
@@ -107,6 +110,7 @@ class GenerationSurface:
             [[lhs, list(rhs)] for lhs, rhs in self.double_quoted_strings],
             [[lhs, list(rhs)] for lhs, rhs in self.without_from],
             self.terminator,
+            [[name, list(words)] for name, words in self.fixed_names],
         ]
 
 
@@ -300,9 +304,12 @@ def _generation(
     grammar: Grammar, table: object, lexicons: list[LexiconCategory], source: str
 ) -> GenerationSurface:
     """The [generation] section, every name checked to play its part in `grammar`."""
-    if not isinstance(table, dict) or set(table) != _GENERATION_KEYS:
+    if not isinstance(table, dict) or not (
+        _GENERATION_KEYS <= set(table) <= _GENERATION_KEYS | _GENERATION_OPTIONAL
+    ):
         raise PolicyError(
-            f"[generation] must give exactly {', '.join(sorted(_GENERATION_KEYS))}",
+            f"[generation] must give exactly {', '.join(sorted(_GENERATION_KEYS))} "
+            f"(and may give {', '.join(sorted(_GENERATION_OPTIONAL))})",
             source=source,
         )
 
@@ -374,6 +381,24 @@ def _generation(
     picked = _select_all(grammar, table["double_quoted_strings"], "generation", source)
     double_quoted = tuple((p.lhs, p.rhs) for p in grammar.productions if p.index in picked)
     without_from = _without_clause(grammar, table["needs_from"], source)
+    fixed = table.get("fixed_names", {})
+    if not isinstance(fixed, dict):
+        raise PolicyError("generation.fixed_names must map terminals to words", source=source)
+    for name, words in fixed.items():
+        if terminal("fixed_names", name) not in invented:
+            raise PolicyError(
+                f"generation.fixed_names: {name} is not one of generation.invented_names",
+                source=source,
+            )
+        if (
+            not isinstance(words, list)
+            or not words
+            or not all(isinstance(w, str) and w for w in words)
+        ):
+            raise PolicyError(
+                f"generation.fixed_names.{name} must list the words (non-empty strings)",
+                source=source,
+            )
     return GenerationSurface(
         layout,
         comments,
@@ -388,6 +413,7 @@ def _generation(
         double_quoted,
         without_from,
         terminal("terminator", table["terminator"]),
+        tuple((name, tuple(words)) for name, words in fixed.items()),
     )
 
 

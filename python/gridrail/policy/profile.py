@@ -49,8 +49,11 @@ class GenerationProfile:
     (`T1`, `e`: an invented qualifier is otherwise an open text channel, bench/RESULTS.md);
     numbers of at most `max_number_length` characters and strings (quotes included) of at
     most `max_string_length`, single-quoted only; at most one space before the "(" of a call;
-    every query block with a FROM clause. `GenerationProfile(comments=True)` lets comments
-    back in, `needs_from=False` query blocks without FROM (`SELECT 1;`)."""
+    every query block with a FROM clause; no table alias that is the start of a keyword
+    (`GRO`, `WH`: where Γ refuses GROUP until the FROM clause names what the select list
+    used, the model's `GRO` became an alias and the statement ran off, bench/RESULTS.md).
+    `GenerationProfile(comments=True)` lets comments back in, `needs_from=False` query
+    blocks without FROM (`SELECT 1;`), `keyword_prefix_aliases=True` such aliases."""
 
     comments: bool = False
     needs_from: bool = True
@@ -59,6 +62,7 @@ class GenerationProfile:
     max_alias_length: int = 3
     max_number_length: int = 20
     max_string_length: int = 64
+    keyword_prefix_aliases: bool = False
 
     def __post_init__(self) -> None:
         for name, least in (
@@ -80,7 +84,8 @@ class GenerationProfile:
         return (
             f"profile({comments},{source},indent<={self.max_indent},"
             f"names<={self.max_name_length},"
-            f"aliases<={self.max_alias_length},numbers<={self.max_number_length},"
+            f"aliases<={self.max_alias_length}{'' if self.keyword_prefix_aliases else '-kw'},"
+            f"numbers<={self.max_number_length},"
             f"strings<={self.max_string_length})"
         )
 
@@ -157,7 +162,10 @@ def _narrowed_patterns(
         patterns[name] = _unshadowed(grammar, name, profile.bare_name, length)
     for name in surface.table_aliases:
         length = profile.max_alias_length
-        patterns[name] = _unshadowed(grammar, name, profile.alias_name, length)
+        prefixes = not profile.keyword_prefix_aliases
+        patterns[name] = _unshadowed(grammar, name, profile.alias_name, length, prefixes)
+    for name, words in surface.fixed_names:  # SQLite has three collations, not any name
+        patterns[name] = "(?i:" + "|".join(re.escape(w) for w in words) + ")"
     for literals, length in (
         (surface.numbers, profile.max_number_length),
         (surface.strings, profile.max_string_length),
@@ -247,21 +255,30 @@ def _terminator_twin(grammar: Grammar, terminator: str) -> TerminalDef:
     return TerminalDef(f"{REFUSED}AFTER_{terminator}", -1, pattern, "", 0, False)
 
 
-def _unshadowed(grammar: Grammar, name: str, bare: str, length: int) -> str:
+def _unshadowed(grammar: Grammar, name: str, bare: str, length: int, prefixes: bool = False) -> str:
     """`bare` (an invented name of at most `length` characters) without the words of exactly
     `length` characters that a keyword takes: at full length such a word can be neither
     extended nor be this terminal (the keyword shadows it), so allowing its prefix would be a
-    dead end (`... FROM t AND` with aliases of 3 characters)."""
-    words = sorted(
-        {
-            t.pattern.lower()
-            for t in grammar.shadowing(grammar.terminal(name))
-            if t.is_literal and len(t.pattern) == length and re.fullmatch(bare, t.pattern)
-        }
-    )
-    if not words:
+    dead end (`... FROM t AND` with aliases of 3 characters). With `prefixes`, also without
+    the starts (two characters or more) of those keywords, nor a keyword with more after it
+    (`GRO`, `WH`, `ON1`: what a model meant as the keyword)."""
+    keywords = [
+        t.pattern.lower()
+        for t in grammar.shadowing(grammar.terminal(name))
+        if t.is_literal and re.fullmatch(bare, t.pattern[: max(length, 1)])
+    ]
+    words = {k for k in keywords if len(k) == length}
+    starts: list[str] = []
+    if prefixes:
+        words.update(k[:n] for k in keywords for n in range(2, min(len(k), length + 1)))
+        starts = sorted({k for k in keywords if 2 <= len(k) < length and re.fullmatch(bare, k)})
+        words.update(starts)  # it can no longer grow, and the keyword shadows it: a dead end
+    excluded = sorted(w for w in words if re.fullmatch(bare, w))
+    if starts:
+        excluded.append(f"(?:{'|'.join(starts)})[A-Za-z0-9_]+")
+    if not excluded:
         return bare
-    return f"(?!(?i:{'|'.join(words)})\\Z){bare}"
+    return f"(?!(?i:{'|'.join(excluded)})\\Z){bare}"
 
 
 def _bare(length: int) -> str:
