@@ -89,6 +89,32 @@ def test_table_and_function_lists_are_enforced_without_a_schema() -> None:
         assert guide.check(sql) == [], sql
 
 
+def test_functions_spelled_as_keywords_are_functions_too() -> None:
+    """Session 8, a sampled candidate of the demo: the analyst (functions count, sum, ...) wrote
+    `CURRENT_DATE`, which the grammar spells as a keyword and SQLite calls as the function
+    current_date — the mask allowed it, the checker passed it, only SQLite's authorizer refused
+    it. A role with a functions list may write CURRENT_DATE / _TIME / _TIMESTAMP only if it
+    lists them."""
+    counting = "[roles.a]\nstatements = ['select']\nfunctions = ['count']\n"
+    dating = "[roles.a]\nstatements = ['select']\nfunctions = ['count', 'current_date']\n"
+    anything = "[roles.a]\nstatements = ['select']\n"
+    schema = _hr()
+    sql = "SELECT count(*) FROM orders WHERE placed_on < CURRENT_DATE;"
+    later = "SELECT CURRENT_TIMESTAMP FROM orders;"
+    guide = _guide(counting, "a", schema)
+    for text in (sql, later):
+        assert not _writable(guide, text), text
+        assert _kinds(guide, text) == ["function_not_allowed", "outside_language"], text
+    for policy in (dating, anything):
+        allowed = _guide(policy, "a", schema)
+        assert _writable(allowed, sql) and not allowed.check(sql)
+    assert not _writable(_guide(dating, "a", schema), later)
+    # statements from elsewhere: the checker on the dialect's parse says which function
+    view = SchemaView(schema, Policy.from_text(counting).role("a"))
+    checker = gr.SemanticChecker(gr.compile(_sqlite(), _bytes()).compiled, view)
+    assert [v.kind for v in checker.check(later)] == ["function_not_allowed"]
+
+
 # -- H2: names in policy files resolve by the dialect's rules -----------------------------------
 
 

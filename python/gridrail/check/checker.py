@@ -52,12 +52,14 @@ read_not_allowed, table_not_writable.
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from gridrail.check.scopes import ROWID_KEYS, Cte, Lookup, Scope, Source
+from gridrail.errors import PolicyError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.tree import Token, Tree, parse_tree
+from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 
@@ -103,12 +105,13 @@ class SemanticChecker:
     def __init__(self, compiled: CompiledGrammar, view: SchemaView):
         self.compiled = compiled
         self.view = view
+        self._keyword_functions = _keyword_functions(compiled)
 
     def check(self, sql: str) -> list[Violation]:
         """The violations of `sql`, in statement order ([]: clean). Raises ParseError if `sql`
         is not a sentence of the grammar."""
         tree = parse_tree(self.compiled, sql)  # one parser per grammar, shared by checkers
-        binder = _Binder(self.view, sql.encode("utf-8"))
+        binder = _Binder(self.view, sql.encode("utf-8"), self._keyword_functions)
         depth = _nesting(tree)
         if depth > MAX_NESTING:
             binder.report(
@@ -131,10 +134,11 @@ Columns = dict[str, str]  # key -> name, in order
 class _Binder:
     """Binds the names of one statement, collecting violations (one instance per check)."""
 
-    def __init__(self, view: SchemaView, data: bytes):
+    def __init__(self, view: SchemaView, data: bytes, keyword_functions: Mapping[str, str]):
         self.view = view
         self.rules = view.schema.rules
         self.data = data
+        self.keyword_functions = keyword_functions  # tree label -> the function it calls
         self.violations: list[Violation] = []
         self.cte_bindings = 0
 
@@ -591,6 +595,8 @@ class _Binder:
                 continue
             if node.label == "function_call":
                 self.function_call(node)
+            elif node.label in self.keyword_functions:
+                self.call(self.keyword_functions[node.label], node)
             elif node.label == "string":
                 self.double_quoted(node, scope)
             pending.extend(reversed(node.trees()))
@@ -674,7 +680,9 @@ class _Binder:
 
     def function_call(self, node: Tree) -> None:
         (token,) = node.terminals("FUNCTION_NAME")
-        function = token.text.rstrip("(").strip().lower()  # the lexeme includes its "("
+        self.call(token.text.rstrip("(").strip().lower(), token)  # the lexeme includes its "("
+
+    def call(self, function: str, token: Span) -> None:
         if not self.view.may_call(function):
             allowed = self.view.role.functions if self.view.role else None
             self.report(
@@ -948,3 +956,19 @@ def _listing(names: Iterable[str]) -> str:
 
 def _single_quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _keyword_functions(compiled: CompiledGrammar) -> dict[str, str]:
+    """Tree label -> function, for the functions the grammar spells as keywords (its construct
+    catalogue's [function_keywords]; none for a grammar without a bundled catalogue)."""
+    grammar = compiled.grammar
+    try:
+        catalogue = ConstructCatalogue.for_grammar(grammar)
+    except PolicyError:
+        return {}
+    by_index = {p.index: p for p in grammar.productions}
+    return {
+        by_index[i].alias or by_index[i].lhs: function
+        for function, productions in catalogue.function_keywords.items()
+        for i in productions
+    }

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
 
@@ -36,7 +36,15 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 WORD_SOURCES = ("tables", "columns", "functions")
-_SECTIONS = {"dialect", "statements", "constructs", "capabilities", "lexicons", "generation"}
+_SECTIONS = {
+    "dialect",
+    "statements",
+    "constructs",
+    "capabilities",
+    "lexicons",
+    "function_keywords",
+    "generation",
+}
 _CAPABILITY_KEYS = {"requires", "productions"}
 _GENERATION_KEYS = {
     "layout",
@@ -125,6 +133,8 @@ class ConstructCatalogue:
     grammar_fingerprint: str  # the grammar whose production indices these are
     source: str
     generation: GenerationSurface | None = None  # None: the grammar has no generation profile
+    # functions the grammar spells as keywords (CURRENT_DATE): name -> the productions using it
+    function_keywords: dict[str, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
     def for_grammar(cls, grammar: Grammar) -> ConstructCatalogue:
@@ -194,6 +204,7 @@ class ConstructCatalogue:
             }
 
         statements, constructs = selections("statements"), selections("constructs")
+        function_keywords = {k.lower(): v for k, v in selections("function_keywords").items()}
         capabilities = _capabilities(grammar, data.get("capabilities", {}), statements, source)
         lexicons = []
         for terminal, spec in data.get("lexicons", {}).items():
@@ -204,7 +215,7 @@ class ConstructCatalogue:
                     f"lexicons.{terminal}.words must be one of {WORD_SOURCES}", source=source
                 )
             lexicons.append(LexiconCategory(terminal, spec["words"], spec.get("suffix", "")))
-        functions = _function_names(grammar, lexicons, source)
+        functions = _function_names(grammar, lexicons, source) | frozenset(function_keywords)
         generation = (
             _generation(grammar, data["generation"], lexicons, source)
             if "generation" in data
@@ -227,6 +238,7 @@ class ConstructCatalogue:
             grammar.fingerprint,
             source,
             generation,
+            function_keywords,
         )
 
     @property
@@ -252,6 +264,7 @@ class ConstructCatalogue:
             },
             "lexicons": [[c.terminal, c.words, c.suffix] for c in self.lexicons],
             "functions": sorted(self.functions),
+            "function_keywords": indices(self.function_keywords),
             "generation": self.generation.as_json() if self.generation else None,
         }
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"))

@@ -52,7 +52,7 @@ def build_lexicons(
     the terminal keeps its L1 regex."""
     out = []
     for category in catalogue.lexicons:
-        words = _words(category, view)
+        words = _words(category, view, frozenset(catalogue.function_keywords))
         if words is None:
             continue
         out.append(_lexicon(grammar, category, words, view.schema.rules))
@@ -81,7 +81,9 @@ def _with_names(terminal: TerminalDef, names: NameSet) -> TerminalDef:
     return replace(terminal, pattern=names.pattern, flags="", is_literal=False, names=names)
 
 
-def _words(category: LexiconCategory, view: SchemaView) -> tuple[str, ...] | None:
+def _words(
+    category: LexiconCategory, view: SchemaView, keywords: frozenset[str] = frozenset()
+) -> tuple[str, ...] | None:
     rules = view.schema.rules
     if category.words == "tables":
         return tuple(t.name for t in view.tables)
@@ -95,7 +97,9 @@ def _words(category: LexiconCategory, view: SchemaView) -> tuple[str, ...] | Non
     assert category.words == "functions"
     if view.role is None or view.role.functions is None:
         return None
-    return tuple(sorted(view.role.functions))
+    # the functions the grammar spells as keywords (CURRENT_DATE) are no FUNCTION_NAME: the
+    # role language keeps or drops their productions (`projection.project`)
+    return tuple(sorted(view.role.functions - keywords))
 
 
 def _lexicon(

@@ -43,6 +43,10 @@ def project(grammar: Grammar, catalogue: ConstructCatalogue, role: Role) -> Gram
     for capability in catalogue.capabilities.values():
         if not capability.requires <= role.statements:
             dropped |= capability.productions
+    if role.functions is not None:  # SQLite calls CURRENT_DATE as the function current_date
+        for function, productions in catalogue.function_keywords.items():
+            if function not in role.functions:
+                dropped |= productions
     kept = tuple(p for p in grammar.productions if p.index not in dropped)
     subset = replace(grammar, productions=kept, name=f"{grammar.name}[role {role.name}]")
     try:
