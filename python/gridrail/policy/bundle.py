@@ -271,7 +271,7 @@ def _require_functions(
     functions: Iterable[str], catalogue: ConstructCatalogue, role: str, lines: _Lines
 ) -> None:
     for function in sorted(functions):
-        if function not in catalogue.functions:
+        if function not in catalogue.functions and function not in catalogue.function_keywords:
             raise lines.error(
                 f"role {role!r}: the grammar has no function {function!r}",
                 function,

@@ -215,7 +215,7 @@ class ConstructCatalogue:
                     f"lexicons.{terminal}.words must be one of {WORD_SOURCES}", source=source
                 )
             lexicons.append(LexiconCategory(terminal, spec["words"], spec.get("suffix", "")))
-        functions = _function_names(grammar, lexicons, source) | frozenset(function_keywords)
+        functions = _function_names(grammar, lexicons, source)
         generation = (
             _generation(grammar, data["generation"], lexicons, source)
             if "generation" in data
