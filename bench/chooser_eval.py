@@ -14,11 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
+from gridrail.ask import RANKING
+
 ORDERINGS = {
     "runs, rows, ended, agree, order (before coverage)": ("runs", "rows", "ended", "agree"),
-    "runs, rows, ended, agree, coverage, order (ask)": (
-        "runs", "rows", "ended", "agree", "coverage",
-    ),
+    "runs, rows, ended, agree, coverage, order (ask)": RANKING,
     "runs, rows, ended, coverage, agree, order": ("runs", "rows", "ended", "coverage", "agree"),
     "runs, rows, coverage, ended, agree, order": ("runs", "rows", "coverage", "ended", "agree"),
 }  # fmt: skip

@@ -642,28 +642,17 @@ def _answer_fields(answer) -> dict:
 
 
 def _candidate_features(answer, guide, question: str, judge) -> list[dict]:
-    """What `ask`'s chooser ranks each candidate by, and whether it is correct: so that
-    bench/chooser_eval.py can score other orderings of the same generations."""
-    from collections import Counter
-
-    from gridrail.ask import _result_key
+    """What `ask`'s chooser ranks each candidate by (`gridrail.ask.candidate_features`) and
+    whether it is correct: so that bench/chooser_eval.py can score other orderings of the
+    same generations."""
+    from gridrail.ask import candidate_features
     from gridrail.linking import TableIndex
 
     index = TableIndex(guide.view)
-    clean = [c for c in answer.candidates if not c.attempt.violations]
-    agreement = Counter(_result_key(c.result) for c in clean if c.runs)
+    features = candidate_features(answer.candidates, lambda sql: index.coverage(question, sql))
     return [
-        {
-            "clean": not c.attempt.violations,
-            "runs": c.runs,
-            "rows": bool(c.result and c.result.rows),
-            "ended": c.attempt.generation.stop == "eos",
-            "agree": agreement[_result_key(c.result)] if c.runs else 0,
-            "coverage": index.coverage(question, c.attempt.sql) if c.runs else 0.0,
-            "chosen": c.chosen,
-            "correct": bool(judge.score(c.attempt.sql)["correct"]),
-        }
-        for c in answer.candidates
+        {**f, "chosen": c.chosen, "correct": bool(judge.score(c.attempt.sql)["correct"])}
+        for f, c in zip(features, answer.candidates, strict=True)
     ]
 
 

@@ -330,25 +330,42 @@ def _run(attempt: Attempt, database: Database | None, timeout_s: float, max_rows
     return candidate
 
 
+RANKING = ("runs", "rows", "ended", "agree", "coverage")  # what `_choose` compares, in order
+
+
+def candidate_features(
+    candidates: Sequence[Candidate], coverage: Callable[[str], float]
+) -> list[dict[str, object]]:
+    """Per candidate, what `_choose` ranks it by (`RANKING`) and whether it is clean: it runs,
+    returns rows, the model ended it (not the budget reserve), how many clean candidates'
+    results agree with its own, and how much of the question its names speak to."""
+    clean = [c for c in candidates if not c.attempt.violations]
+    agreement = Counter(_result_key(c.result) for c in clean if c.runs)
+    return [
+        {
+            "clean": not c.attempt.violations,
+            "runs": c.runs,
+            "rows": bool(c.result and c.result.rows),
+            "ended": c.attempt.generation.stop == "eos",
+            "agree": agreement[_result_key(c.result)] if c.runs else 0,
+            "coverage": coverage(c.attempt.sql) if c.runs else 0.0,
+        }
+        for c in candidates
+    ]
+
+
 def _choose(candidates: Sequence[Candidate], coverage: Callable[[str], float]) -> Candidate | None:
     """The best clean candidate: one that runs over one that does not, one that returns rows
     over an empty result, one the model ended over one whose end the budget reserve wrote
     (the model did not finish its statement), then the result more candidates agree on, then
     the one whose names speak to more of the question (`coverage`: `TableIndex.coverage`),
     then the earliest (the greedy one first). None when no candidate is clean."""
-    clean = [c for c in candidates if not c.attempt.violations]
+    features = candidate_features(candidates, coverage)
+    clean = [i for i, f in enumerate(features) if f["clean"]]
     if not clean:
         return None
-    agreement = Counter(_result_key(c.result) for c in clean if c.runs)
-
-    def rank(indexed: tuple[int, Candidate]) -> tuple:
-        index, c = indexed
-        agree = agreement[_result_key(c.result)] if c.runs else 0
-        ended = c.attempt.generation.stop == "eos"
-        about = coverage(c.attempt.sql) if c.runs else 0.0
-        return (c.runs, bool(c.result and c.result.rows), ended, agree, about, -index)
-
-    return max(enumerate(clean), key=rank)[1]
+    best = max(clean, key=lambda i: (*(features[i][k] for k in RANKING), -i))
+    return candidates[best]
 
 
 def _result_key(result: QueryResult | None) -> object:

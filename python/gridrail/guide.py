@@ -142,17 +142,16 @@ class Guide:
         from (what an audit record names)."""
         if gamma is None or self.binder is None:
             return self._language_mask(cfg)
+
         # Γ's state is a function of the lexemes read (its digest chains them), so the
         # configuration and the digest name the mask: the candidates of one question, and
         # the prefixes statements share, reuse it.
-        key = (cfg, gamma.digest, gamma.pending, gamma.open_root)
-        found = self._gamma_masks.get(key)
-        if found is None:
+        def build() -> tuple[MaskEntry, TokenSet]:
             entry, mask = self._language_mask(cfg)
-            found = self._gamma_masks.setdefault(
-                key, (entry, self._within_gamma(cfg, gamma, mask)), len(mask.bits)
-            )
-        return found
+            return entry, self._within_gamma(cfg, gamma, mask)
+
+        key = (cfg, gamma.digest, gamma.pending, gamma.open_root)
+        return self._gamma_masks.memo(key, build, words_per_row(self.vocab.size) * 4)
 
     def _within_gamma(self, cfg: Configuration, gamma: GammaState, mask: TokenSet) -> TokenSet:
         """`mask` without the tokens after which the output leaves L_Γ. Inside a FROM clause
@@ -165,10 +164,11 @@ class Guide:
         ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
         if not binder.resolves(gamma):
             return mask  # an INSERT / UPDATE / DELETE: names stay open
-        if not binder.closing(gamma):
+        closing = binder.closing(gamma)
+        if not closing:
             ids = ids[~shapes.plain[ids] | bool(gamma.pending)]
         scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, bool(cfg.tail))
-        if binder.closing(gamma):  # any token may end the FROM clause too early: judge them all
+        if closing:  # any token may end the FROM clause too early: judge them all
             scan = scan._replace(marked=np.ones(len(ids), dtype=bool))
         elif binder.owes(gamma):  # a token that opens FROM may also go on inside it
             scan = scan._replace(marked=scan.marked | shapes.enter_from(ids, gamma.pending))
