@@ -21,6 +21,11 @@ ORDERINGS = {
     "runs, rows, ended, agree, coverage, order (ask)": RANKING,
     "runs, rows, ended, coverage, agree, order": ("runs", "rows", "ended", "coverage", "agree"),
     "runs, rows, coverage, ended, agree, order": ("runs", "rows", "coverage", "ended", "agree"),
+    "runs, rows, ended, agree, confidence, order": ("runs", "rows", "ended", "agree", "confidence"),
+    "runs, rows, ended, confidence, order": ("runs", "rows", "ended", "confidence"),
+    "runs, ended, agree, confidence, order": ("runs", "ended", "agree", "confidence"),
+    "runs, ended, confidence, order": ("runs", "ended", "confidence"),
+    "runs, confidence, order": ("runs", "confidence"),
 }  # fmt: skip
 
 
@@ -28,7 +33,8 @@ def chosen(features: list[dict], keys: tuple[str, ...]) -> dict | None:
     clean = [(i, f) for i, f in enumerate(features) if f["clean"]]
     if not clean:
         return None
-    return max(clean, key=lambda p: (*(p[1][k] for k in keys), -p[0]))[1]
+    # runs recorded before a feature existed rank by the others (0 for the missing one)
+    return max(clean, key=lambda p: (*(p[1].get(k, 0) for k in keys), -p[0]))[1]
 
 
 def main() -> None:

@@ -678,6 +678,8 @@ class Evaluator:
         prompt_rows: int = 0,
         gamma: bool = False,
         prompt_examples: int = 0,
+        candidate_temperature: float | None = None,  # None: `ask`'s default
+        candidate_top_p: float | None = None,
     ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
@@ -689,6 +691,15 @@ class Evaluator:
         self.exec_timeout = exec_timeout
         self.arms = tuple(arms)
         self.candidates = candidates
+        # of the candidates after the first (None: `ask`'s defaults)
+        self.sampling = {
+            k: v
+            for k, v in (
+                ("candidate_temperature", candidate_temperature),
+                ("candidate_top_p", candidate_top_p),
+            )
+            if v is not None
+        }
         self.loop_guard = loop_guard  # every arm's, the unconstrained one's too
         self.prompt_tables = prompt_tables  # None: every table in the prompt
         self.prompt_rows = prompt_rows  # sample rows per table in the prompt
@@ -795,7 +806,7 @@ class Evaluator:
                 **judge.score(answer.sql),
             }
         if "constrained+candidates" in self.arms:
-            answer, seconds = _timed(constrained, candidates=self.candidates)
+            answer, seconds = _timed(constrained, candidates=self.candidates, **self.sampling)
             arms["constrained+candidates"] = {
                 **_answer_fields(answer),
                 "candidates": self.candidates,
@@ -830,7 +841,14 @@ def _positive(option: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from gridrail.ask import DEFAULT_LOOP_GUARD, DEFAULT_PROMPT_TABLES, PROMPT_EXAMPLES, SAMPLE_ROWS
+    from gridrail.ask import (
+        DEFAULT_CANDIDATE_TEMPERATURE,
+        DEFAULT_CANDIDATE_TOP_P,
+        DEFAULT_LOOP_GUARD,
+        DEFAULT_PROMPT_TABLES,
+        PROMPT_EXAMPLES,
+        SAMPLE_ROWS,
+    )
     from gridrail.models import RUNTIMES, load_model
 
     parser = argparse.ArgumentParser(
@@ -850,6 +868,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--candidates", type=_positive, default=DEFAULT_CANDIDATES, metavar="K",
                         help="K of the candidates arm")  # fmt: skip
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=DEFAULT_CANDIDATE_TEMPERATURE,
+        help="of the candidates arm's samples (its first candidate is greedy; default: `ask`'s "
+        f"{DEFAULT_CANDIDATE_TEMPERATURE})",
+    )
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        default=DEFAULT_CANDIDATE_TOP_P,
+        help="the candidates arm's samples are drawn from the nucleus of this mass (default: "
+        f"`ask`'s {DEFAULT_CANDIDATE_TOP_P})",
+    )
     parser.add_argument(
         "--full-language",
         action="store_true",
@@ -962,6 +994,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         prompt_rows=args.prompt_rows,
         gamma=args.gamma,
         prompt_examples=args.prompt_examples,
+        candidate_temperature=args.temperature,
+        candidate_top_p=args.top_p,
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()
@@ -981,6 +1015,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "max_tokens": args.max_tokens,
                 "arms": list(args.arms),
                 "candidates": args.candidates,
+                "temperature": args.temperature,
+                "top_p": args.top_p,
                 "loop_guard": args.loop_guard,
                 "prompt_tables": args.prompt_tables,
                 "prompt_rows": args.prompt_rows,

@@ -5,6 +5,7 @@
 pub mod dfa;
 pub mod names;
 pub mod scan;
+pub mod walk;
 
 #[cfg(feature = "python")]
 mod bindings {
@@ -12,7 +13,9 @@ mod bindings {
     use pyo3::prelude::*;
     use pyo3::types::PyBytes;
 
-    use crate::{dfa, names, scan};
+    use std::collections::HashMap;
+
+    use crate::{dfa, names, scan, walk};
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -157,9 +160,138 @@ mod bindings {
         Ok(PyBytes::new(py, &flags).unbind())
     }
 
+    fn ne_u64s(bytes: &[u8], what: &str) -> PyResult<Vec<u64>> {
+        if !bytes.len().is_multiple_of(8) {
+            return Err(PyValueError::new_err(format!(
+                "{what} is not uint64 entries"
+            )));
+        }
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect())
+    }
+
+    fn i32s(bytes: &[u8], what: &str) -> PyResult<Vec<i32>> {
+        scan::ne_i32s(bytes)
+            .ok_or_else(|| PyValueError::new_err(format!("{what} is not int32 entries")))
+    }
+
+    fn walk_error(err: walk::WalkError) -> PyErr {
+        PyValueError::new_err(err.to_string())
+    }
+
+    /// `TrieTable(edge, depth, size, token_id, aliases)`: `gridrail.vocab.trie.TokenTrie`'s
+    /// arrays as native-endian int32 bytes, and its aliases (node -> every id of its spelling).
+    #[pyclass(name = "TrieTable", module = "gridrail._kernels", frozen)]
+    struct PyTrieTable(walk::TrieTable);
+
+    #[pymethods]
+    impl PyTrieTable {
+        #[new]
+        fn new(
+            edge: &[u8],
+            depth: &[u8],
+            size: &[u8],
+            token_id: &[u8],
+            aliases: HashMap<u32, Vec<u32>>,
+        ) -> PyResult<Self> {
+            walk::TrieTable::new(
+                i32s(edge, "edge bytes")?,
+                i32s(depth, "depths")?,
+                i32s(size, "subtree sizes")?,
+                i32s(token_id, "token ids")?,
+                aliases,
+            )
+            .map(Self)
+            .map_err(walk_error)
+        }
+    }
+
+    /// `WalkScanner(transitions, words, live, top)`: the union scanner's int32 transitions and,
+    /// per state, its live terminals and the top shadowing class of its accepting ones, as
+    /// `words` native-endian uint64 words each.
+    #[pyclass(name = "WalkScanner", module = "gridrail._kernels", frozen)]
+    struct PyWalkScanner(walk::ScannerTable);
+
+    /// A CD class as Python builds it: (node, scan state, lexeme length, accept state, tail).
+    type CdTuple = (u32, i32, u32, i32, Py<PyBytes>);
+    /// A walk as Python takes it: (ci_nodes, tokens, dense, cd_classes).
+    type WalkTuple = (Py<PyBytes>, Py<PyBytes>, bool, Vec<CdTuple>);
+
+    #[pymethods]
+    impl PyWalkScanner {
+        #[new]
+        fn new(transitions: &[u8], words: usize, live: &[u8], top: &[u8]) -> PyResult<Self> {
+            walk::ScannerTable::new(
+                i32s(transitions, "scanner table")?,
+                words,
+                ne_u64s(live, "live sets")?,
+                ne_u64s(top, "accepting sets")?,
+            )
+            .map(Self)
+            .map_err(walk_error)
+        }
+
+        /// `walk(trie, scan_state, lexeme_length, accept_state, tail, allowed, root, vocab_size)
+        /// -> (ci_nodes, tokens, dense, cd_classes)`: `walk_context_independent` then
+        /// `ci_tokens` from a normalized scan part, `allowed` as uint64 words; `ci_nodes` as
+        /// uint32 bytes, `tokens` as uint32 ids or (`dense`) bits. The GIL is released.
+        #[allow(clippy::too_many_arguments)]
+        fn walk(
+            &self,
+            py: Python<'_>,
+            trie: &PyTrieTable,
+            scan_state: i32,
+            lexeme_length: u32,
+            accept_state: i32,
+            tail: &[u8],
+            allowed: &[u8],
+            root: usize,
+            vocab_size: usize,
+        ) -> PyResult<WalkTuple> {
+            let v = ne_u64s(allowed, "allowed set")?;
+            let start = walk::Start {
+                scan_state,
+                lexeme_length,
+                accept_state,
+                tail,
+            };
+            let done = py
+                .allow_threads(|| walk::walk(&self.0, &trie.0, &start, &v, root, vocab_size))
+                .map_err(walk_error)?;
+            let (tokens, dense) = match &done.tokens {
+                walk::Tokens::Sparse(ids) => (ne_bytes(py, ids, u32::to_ne_bytes), false),
+                walk::Tokens::Dense(bits) => (PyBytes::new(py, bits).unbind(), true),
+            };
+            let classes = done
+                .cd_classes
+                .into_iter()
+                .map(|cd| {
+                    let tail = PyBytes::new(py, &cd.tail).unbind();
+                    (
+                        cd.node,
+                        cd.scan_state,
+                        cd.lexeme_length,
+                        cd.accept_state,
+                        tail,
+                    )
+                })
+                .collect();
+            Ok((
+                ne_bytes(py, &done.ci_nodes, u32::to_ne_bytes),
+                tokens,
+                dense,
+                classes,
+            ))
+        }
+    }
+
     #[pymodule]
     fn _kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_class::<PyScanTable>()?;
+        m.add_class::<PyTrieTable>()?;
+        m.add_class::<PyWalkScanner>()?;
         m.add_function(wrap_pyfunction!(name_rows, m)?)?;
         m.add_function(wrap_pyfunction!(names_outside, m)?)?;
         m.add_function(wrap_pyfunction!(fullmatch_many, m)?)?;

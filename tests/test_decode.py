@@ -122,6 +122,33 @@ def test_greedy_and_seeded_sampling_are_reproducible() -> None:
     assert runs[0] == runs[1] and runs[2] == runs[3]
 
 
+def test_nucleus_sampling_draws_only_from_the_top_mass() -> None:
+    logits = np.array([5.0, 2.0, 1.9, 1.8, 0.0])
+    allowed = np.array([True, True, True, True, False])
+    # token 0 holds about 88% of the allowed mass: a nucleus of 0.8 is token 0 alone
+    assert {Sampler(1.0, seed=s, top_p=0.8).choose(logits, allowed) for s in range(50)} == {0}
+    wide = {Sampler(1.0, seed=s, top_p=0.95).choose(logits, allowed) for s in range(200)}
+    assert wide == {0, 1, 2}  # 0 and 1 make 92.4% < 95%, so 2 joins; 3 (and 4, masked) never
+    every = {Sampler(1.0, seed=s).choose(logits, allowed) for s in range(400)}
+    assert every == {0, 1, 2, 3}
+    assert Sampler(1.0, seed=1, top_p=0.5).description == "temperature=1.0,seed=1,top_p=0.5"
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="top_p"):
+            Sampler(1.0, top_p=bad)
+
+
+def test_the_generation_keeps_the_model_log_probability_of_its_choices() -> None:
+    guide = _guide("analyst")
+    size = guide.vocab.size
+    uniform = generate(guide, lambda ids: np.zeros(size + PAD), max_tokens=60)
+    assert uniform.model_calls > 0
+    # padding logits are not the model's vocabulary: the softmax is over the vocabulary only
+    assert uniform.confidence == pytest.approx(-np.log(size))
+    assert uniform.log_probability == pytest.approx(-np.log(size) * uniform.model_calls)
+    peaked = generate(guide, SeededLogits(guide, 3), max_tokens=60)
+    assert peaked.confidence < 0
+
+
 def test_greedy_picks_the_best_allowed_token() -> None:
     guide = _guide("analyst")
     logits = SeededLogits(guide, 11)

@@ -24,3 +24,38 @@ def names_outside(names: NameSetArgs, dfa: DfaArgs) -> bytes | None:
 
 def fullmatch_many(dfa: DfaArgs, texts: list[bytes]) -> bytes:
     """Per text, `gridrail.grammar.dfa.ByteDFA.fullmatch` as one byte (1 or 0)."""
+
+@final
+class TrieTable:
+    """`gridrail.vocab.trie.TokenTrie`'s arrays (native-endian int32 bytes) and aliases."""
+
+    def __init__(
+        self,
+        edge: bytes,
+        depth: bytes,
+        size: bytes,
+        token_id: bytes,
+        aliases: dict[int, list[int]],
+    ) -> None: ...
+
+@final
+class WalkScanner:
+    """The union scanner as `gridrail.mask.walk.walk_context_independent` reads it: int32
+    transitions and, per state, its live terminals and the top shadowing class of its accepting
+    ones as `words` native-endian uint64 words."""
+
+    def __init__(self, transitions: bytes, words: int, live: bytes, top: bytes) -> None: ...
+    def walk(
+        self,
+        trie: TrieTable,
+        scan_state: int,
+        lexeme_length: int,
+        accept_state: int,
+        tail: bytes,
+        allowed: bytes,
+        root: int,
+        vocab_size: int,
+    ) -> tuple[bytes, bytes, bool, list[tuple[int, int, int, int, bytes]]]:
+        """`walk_context_independent` then `ci_tokens` from a normalized scan part: (CI nodes
+        as uint32 bytes, CI tokens as uint32 ids or, when `dense`, bits, dense, CD classes as
+        (node, scan state, lexeme length, accept state, tail))."""

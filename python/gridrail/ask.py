@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_CANDIDATE_TEMPERATURE = 0.7
+DEFAULT_CANDIDATE_TOP_P = 1.0
 # `gridrail ask`'s K for a role that only reads: of K = 1, 2, 4, 8 on Spider training questions,
 # 8 ran most answers (80% against 45-60%) at equal EX, for about 8 generations a question
 # (bench/RESULTS.md, "Candidates: K")
@@ -145,6 +146,7 @@ def ask(
     signing_key: Ed25519PrivateKey | None = None,
     sampler: Sampler | None = None,
     candidate_temperature: float = DEFAULT_CANDIDATE_TEMPERATURE,
+    candidate_top_p: float = DEFAULT_CANDIDATE_TOP_P,
     loop_guard: LoopGuard | None = DEFAULT_LOOP_GUARD,
     prompt_tables: int | None = DEFAULT_PROMPT_TABLES,
     prompt_rows: int = SAMPLE_ROWS,
@@ -161,8 +163,9 @@ def ask(
     log is sealed with its signature. `judge` (e.g. `PostgresJudge(...).judge`) judges each
     statement the checker passed; `database_judge` builds the one a database offers.
     `sampler` chooses the first candidate's tokens (default greedy); candidate k > 1 samples at
-    `candidate_temperature` with seed k - 1. `loop_guard` keeps every generation's choices
-    from repeating a block of tokens (None: the model's choice as is). The prompt shows at most
+    `candidate_temperature` with seed k - 1, from the nucleus of mass `candidate_top_p`.
+    `loop_guard` keeps every generation's choices from repeating a block of tokens (None: the
+    model's choice as is). The prompt shows at most
     `prompt_tables` of the visible tables (None: all), those `link_tables` finds the question
     most about (the mask still allows every name the role may see), each with `prompt_rows`
     of its rows when a database is given, after `prompt_examples` worked examples over those
@@ -193,7 +196,11 @@ def ask(
 
     answer = Answer(question)
     for k in range(candidates):
-        chooser = (sampler or Sampler()) if k == 0 else Sampler(candidate_temperature, seed=k)
+        chooser = (
+            (sampler or Sampler())
+            if k == 0
+            else Sampler(candidate_temperature, seed=k, top_p=candidate_top_p)
+        )
         answer.candidates.append(attempt(messages, chooser))
     index = TableIndex(guide.view)
     best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
@@ -338,7 +345,8 @@ def candidate_features(
 ) -> list[dict[str, object]]:
     """Per candidate, what `_choose` ranks it by (`RANKING`) and whether it is clean: it runs,
     returns rows, the model ended it (not the budget reserve), how many clean candidates'
-    results agree with its own, and how much of the question its names speak to."""
+    results agree with its own, how much of the question its names speak to, and the model's
+    mean log-probability of the tokens it chose (`Generation.confidence`)."""
     clean = [c for c in candidates if not c.attempt.violations]
     agreement = Counter(_result_key(c.result) for c in clean if c.runs)
     return [
@@ -349,6 +357,7 @@ def candidate_features(
             "ended": c.attempt.generation.stop == "eos",
             "agree": agreement[_result_key(c.result)] if c.runs else 0,
             "coverage": coverage(c.attempt.sql) if c.runs else 0.0,
+            "confidence": c.attempt.generation.confidence,
         }
         for c in candidates
     ]

@@ -30,6 +30,7 @@ from gridrail.gamma.catalog import NameCatalog
 from gridrail.gamma.tokens import TokenShapes
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
+from gridrail.kernels import WalkRunner, make_walk_runner
 from gridrail.lru import BoundedLRU
 from gridrail.mask.bitmask import TokenSet, words_per_row
 from gridrail.mask.cache import MaskCache
@@ -37,7 +38,7 @@ from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import MaskEntry, NormalFormEntry, make_entry, make_normal_form_entry
 from gridrail.mask.keys import KeyMaker
 from gridrail.mask.normal_form import NormalForm
-from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
+from gridrail.mask.walk import WalkResult
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.policy.constructs import ConstructCatalogue
@@ -101,6 +102,7 @@ class Guide:
             raise UsageError("the token trie was built for another vocabulary")
         self.trie = trie
         self.completer = Completer(self.oracle)
+        self._walk: WalkRunner | None = None
         self._eos = frozenset(vocab.eos_token_ids)
         _require_a_first_token(self)
         # Γ (issue 15): names the statement declares, and the slots they fill, resolved
@@ -252,8 +254,9 @@ class Guide:
             if shared is not None:
                 walk = self.normal_form.to_local(cfg, shared.walk)
                 return self.cache.publish(make_entry(key, walk, shared.ci_tokens))
-        walk = walk_context_independent(self.oracle, self.trie, cfg, root)
-        tokens = ci_tokens(self.trie, self.vocab.size, walk)
+        if self._walk is None:  # built on the first miss: the kernel copies the tables
+            self._walk = make_walk_runner(self.oracle, self.trie, self.vocab.size)
+        walk, tokens = self._walk(cfg, root)
         if family_key is not None:
             canonical = self.normal_form.to_canonical(cfg, walk)
             self.family_cache.publish(make_normal_form_entry(family_key, canonical, tokens))

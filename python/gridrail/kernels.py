@@ -8,15 +8,20 @@ say ``GRIDRAIL_KERNELS=0`` (read once, at import).
 from __future__ import annotations
 
 import os
+import sys
 from array import array
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gridrail.grammar.compiled import CompiledGrammar
     from gridrail.grammar.dfa import ByteDFA
     from gridrail.grammar.names import NameSet
     from gridrail.grammar.scanner import ScannerAutomaton
+    from gridrail.mask.walk import WalkResult
+    from gridrail.parse.oracle import Configuration, Oracle
+    from gridrail.vocab.trie import TokenTrie
 
 # (state reached, bytes consumed, last accept end or -1, its state or -1): see
 # `ScannerAutomaton.run`.
@@ -49,6 +54,94 @@ def make_scan_runner(scanner: ScannerAutomaton) -> ScanRunner:
     # Native-endian int32 bytes: the cheapest way to hand the table to Rust.
     accepting = bytes(1 if mask else 0 for mask in scanner.accept_mask)
     return _kernels.ScanTable(scanner.transitions.tobytes(), accepting).run
+
+
+# The context-independent walk from a configuration below a trie node, with its CI tokens
+# (`gridrail.mask.walk`: `walk_context_independent` then `ci_tokens`).
+WalkRunner = Callable[["Configuration", int], "tuple[WalkResult, bytes | array]"]
+
+
+def make_walk_runner(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> WalkRunner:
+    """A function with the semantics of `walk_context_independent` then `ci_tokens` (the
+    reference in `gridrail.mask.walk`): Rust ``WalkScanner.walk``, one call per walk with the
+    GIL released, or the reference."""
+    from gridrail.mask.walk import (
+        CDClass,
+        ScanPart,
+        WalkResult,
+        ci_tokens,
+        walk_context_independent,
+    )
+
+    if _kernels is None:
+
+        def reference(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
+            walk = walk_context_independent(oracle, trie, cfg, root)
+            return walk, ci_tokens(trie, vocab_size, walk)
+
+        return reference
+    compiled = oracle.compiled
+    words = (len(compiled.grammar.terminals) + 63) // 64
+    _, live, accept = oracle.scanner_tables()
+    scanner = _kernels.WalkScanner(
+        compiled.scanner.transitions.tobytes(),
+        words,
+        _words_per_state(live, words),
+        _words_per_state([_top_class(compiled, a) for a in accept], words),
+    )
+    table = _kernels.TrieTable(
+        trie.edge_byte.tobytes(),
+        trie.depth.tobytes(),
+        trie.subtree_size.tobytes(),
+        trie.token_id.tobytes(),
+        {node: list(ids) for node, ids in trie.aliases.items()},
+    )
+    ignored = oracle.ignored_mask
+
+    def kernel(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
+        # the reference's normalization: the pending length as 0 or 1, no tail without accept
+        accepted = cfg.accept_state >= 0
+        v = _words_of(oracle.allowed_mask(cfg) | ignored, words)
+        nodes, tokens, dense, classes = scanner.walk(
+            table, cfg.scan_state, min(cfg.lexeme_length, 1), cfg.accept_state,
+            cfg.tail if accepted else b"", v, root, vocab_size,
+        )  # fmt: skip
+        ci_nodes = array("I")
+        ci_nodes.frombytes(nodes)
+        cd = tuple(CDClass(n, ScanPart(q, length, a, tail)) for n, q, length, a, tail in classes)
+        if dense:
+            return WalkResult(ci_nodes, cd), tokens
+        ids = array("I")
+        ids.frombytes(tokens)
+        return WalkResult(ci_nodes, cd), ids
+
+    return kernel
+
+
+def _top_class(compiled: CompiledGrammar, accept: int) -> int:
+    """The terminals of `accept` in its top shadowing class: `compiled.winner(accept, v)` is
+    the lowest of them in v."""
+    classes = compiled.classes
+    members = [i for i in range(len(classes)) if (accept >> i) & 1]
+    if not members:
+        return 0
+    top = max(classes[i] for i in members)
+    return sum(1 << i for i in members if classes[i] == top)
+
+
+def _words_of(mask: int, words: int) -> bytes:
+    """A terminal bit set as `words` native-endian uint64 words."""
+    data = mask.to_bytes(words * 8, "little")
+    if sys.byteorder == "little":
+        return data
+    values = array("Q", data)
+    values.byteswap()
+    return values.tobytes()
+
+
+def _words_per_state(masks: Sequence[int], words: int) -> bytes:
+    spelled: dict[int, bytes] = {}  # states share their sets
+    return b"".join(spelled.get(m) or spelled.setdefault(m, _words_of(m, words)) for m in masks)
 
 
 def name_rows(base: ScannerAutomaton, name_sets: Sequence[NameSet], bound: int) -> NameRows:

@@ -38,25 +38,38 @@ def as_vector(logits: object) -> np.ndarray:
     return vector
 
 
+def log_probability(logits: np.ndarray, token: int) -> float:
+    """The model's own log-probability of `token` (softmax over all its logits, the mask
+    ignored): low where the mask steered the model off what it wanted to write."""
+    finite = logits[np.isfinite(logits)]
+    top = finite.max()
+    return float(logits[token] - top - np.log(np.exp(finite - top).sum()))
+
+
 @dataclass
 class Sampler:
-    """Greedy (temperature 0) or seeded sampling at a temperature; the same seed gives the
-    same choices for the same logits."""
+    """Greedy (temperature 0) or seeded sampling at a temperature from the smallest set of
+    allowed tokens whose probability (among the allowed) reaches `top_p` (nucleus sampling:
+    1.0 keeps them all); the same seed gives the same choices for the same logits."""
 
     temperature: float = 0.0
     seed: int | None = None
+    top_p: float = 1.0
     _rng: np.random.Generator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         self._rng = np.random.default_rng(self.seed)
 
     @property
     def description(self) -> str:
         if self.temperature == 0:
             return "greedy"
-        return f"temperature={self.temperature},seed={self.seed}"
+        nucleus = "" if self.top_p == 1 else f",top_p={self.top_p}"
+        return f"temperature={self.temperature},seed={self.seed}{nucleus}"
 
     def choose(self, logits: np.ndarray, allowed: np.ndarray) -> int:
         """A token id with `allowed[id]` true; the logits of all others count as -inf."""
@@ -68,4 +81,9 @@ class Sampler:
             return int(ids[int(np.argmax(kept))])
         scaled = (kept - kept[np.isfinite(kept)].max()) / self.temperature
         weights = np.exp(scaled)  # exp(-inf) = 0: a -inf logit is never drawn
+        if self.top_p < 1:
+            order = np.argsort(-weights, kind="stable")
+            mass = np.cumsum(weights[order]) / weights.sum()
+            keep = order[: int(np.searchsorted(mass, self.top_p)) + 1]
+            ids, weights = ids[keep], weights[keep]
         return int(self._rng.choice(ids, p=weights / weights.sum()))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gridrail.audit import AuditLog
-from gridrail.decode.logits import Sampler, allowed_array, as_vector
+from gridrail.decode.logits import Sampler, allowed_array, as_vector, log_probability
 from gridrail.decode.repetition import LoopGuard
 from gridrail.guide import Guide, Matcher
 
@@ -36,8 +36,14 @@ class Generation:
     guard_seconds: float = 0.0  # masks, jump-forward, accepting (everything but the model)
     model_seconds: float = 0.0  # inside `next_logits`
     model_calls: int = 0
+    log_probability: float = 0.0  # the model's, summed over the tokens it chose (`model_calls`)
     audit: AuditLog | None = None
     mode: dict[str, object] = field(default_factory=dict)  # the seal's mode flags
+
+    @property
+    def confidence(self) -> float:
+        """The model's mean log-probability per token it chose (0.0 when it chose none)."""
+        return self.log_probability / self.model_calls if self.model_calls else 0.0
 
 
 def generate(
@@ -90,6 +96,7 @@ def generate(
             if followed is not None:
                 allowed = followed.narrow(allowed)
             token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
+            result.log_probability += log_probability(logits[: guide.vocab.size], token)
             if matcher.accept_tokens([token]):
                 _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
             else:  # inside the mask, so refused by the budget: write the shortest ending

@@ -1,0 +1,432 @@
+//! The context-independent half of a mask: the token-trie walk split into CI tokens and CD
+//! classes (paper §4.1–4.2).
+//!
+//! Mirrors `walk_context_independent` and `ci_tokens` in python/gridrail/mask/walk.py, which are
+//! the reference: the same nodes in the same order, the same CD classes with the same scan parts,
+//! the same token ids in the same encoding. The caller normalizes the configuration first (the
+//! pending length as 0 or 1, no tail without an accept), exactly as the reference does.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::scan::ALPHABET;
+
+/// Why a table or a walk's arguments were refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WalkError {
+    /// Per-node or per-state arrays of different lengths, or a table not of whole states.
+    Shape(String),
+    /// A state, node or transition outside its table.
+    OutOfRange(String),
+}
+
+impl fmt::Display for WalkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Shape(what) | Self::OutOfRange(what) => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for WalkError {}
+
+/// The token trie of a vocabulary (`gridrail.vocab.trie.TokenTrie`): DFS-ordered nodes, each
+/// with its edge byte, depth, subtree size and first token id (-1: none), and the nodes whose
+/// spelling several ids share (`aliases`, every id in the reference's order).
+pub struct TrieTable {
+    edge: Vec<i32>,
+    depth: Vec<i32>,
+    size: Vec<i32>,
+    token_id: Vec<i32>,
+    aliases: HashMap<u32, Vec<u32>>,
+}
+
+impl TrieTable {
+    pub fn new(
+        edge: Vec<i32>,
+        depth: Vec<i32>,
+        size: Vec<i32>,
+        token_id: Vec<i32>,
+        aliases: HashMap<u32, Vec<u32>>,
+    ) -> Result<Self, WalkError> {
+        let n = edge.len();
+        if n == 0 || depth.len() != n || size.len() != n || token_id.len() != n {
+            return Err(WalkError::Shape(format!(
+                "trie arrays of lengths {}, {}, {}, {}: one entry per node, root included",
+                n,
+                depth.len(),
+                size.len(),
+                token_id.len()
+            )));
+        }
+        for (node, &s) in size.iter().enumerate() {
+            if s < 1 || node + s as usize > n {
+                return Err(WalkError::OutOfRange(format!(
+                    "subtree of node {node} has size {s}, past the {n} nodes"
+                )));
+            }
+        }
+        for (node, &byte) in edge.iter().enumerate().skip(1) {
+            if !(0..ALPHABET as i32).contains(&byte) || depth[node] < 1 {
+                return Err(WalkError::OutOfRange(format!(
+                    "node {node} has edge byte {byte} at depth {}",
+                    depth[node]
+                )));
+            }
+        }
+        if let Some(node) = aliases.keys().find(|&&node| node as usize >= n) {
+            return Err(WalkError::OutOfRange(format!(
+                "aliases name node {node}, past the {n} nodes"
+            )));
+        }
+        Ok(Self {
+            edge,
+            depth,
+            size,
+            token_id,
+            aliases,
+        })
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.edge.len()
+    }
+
+    fn push_ids(&self, node: u32, out: &mut Vec<u32>) {
+        match self.aliases.get(&node) {
+            Some(ids) => out.extend_from_slice(ids),
+            None => out.push(self.token_id[node as usize] as u32),
+        }
+    }
+}
+
+/// The union scanner as the walk reads it: transitions, and per state the terminals still live
+/// and the top shadowing class of those that accept (`CompiledGrammar.winner`'s candidates), as
+/// bit sets of `words` 64-bit words each.
+pub struct ScannerTable {
+    trans: Vec<i32>,
+    words: usize,
+    live: Vec<u64>,
+    top: Vec<u64>,
+    accepting: Vec<bool>,
+}
+
+impl ScannerTable {
+    pub fn new(
+        trans: Vec<i32>,
+        words: usize,
+        live: Vec<u64>,
+        top: Vec<u64>,
+    ) -> Result<Self, WalkError> {
+        let states = trans.len() / ALPHABET;
+        if words == 0
+            || states == 0
+            || !trans.len().is_multiple_of(ALPHABET)
+            || live.len() != states * words
+            || top.len() != states * words
+        {
+            return Err(WalkError::Shape(format!(
+                "scanner of {} transitions with {} live and {} top words at {words} words a \
+                 state: not whole states",
+                trans.len(),
+                live.len(),
+                top.len()
+            )));
+        }
+        if let Some(index) = trans
+            .iter()
+            .position(|&t| t < -1 || t as i64 >= states as i64)
+        {
+            return Err(WalkError::OutOfRange(format!(
+                "transition {index} leads to {}, not -1 or one of {states} states",
+                trans[index]
+            )));
+        }
+        let accepting = top
+            .chunks_exact(words)
+            .map(|row| row.iter().any(|&w| w != 0))
+            .collect();
+        Ok(Self {
+            trans,
+            words,
+            live,
+            top,
+            accepting,
+        })
+    }
+
+    pub fn num_states(&self) -> usize {
+        self.trans.len() / ALPHABET
+    }
+
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    fn meets(set: &[u64], state: i32, words: usize, v: &[u64]) -> bool {
+        let row = &set[state as usize * words..(state as usize + 1) * words];
+        row.iter().zip(v).any(|(a, b)| a & b != 0)
+    }
+}
+
+/// Where a walk starts: the normalized scan part of a configuration.
+pub struct Start<'a> {
+    pub scan_state: i32,
+    pub lexeme_length: u32,
+    pub accept_state: i32,
+    pub tail: &'a [u8],
+}
+
+/// A CD class (`gridrail.mask.walk.CDClass`): the subtree at `node`, with the scan part reached
+/// just before its edge byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CdClass {
+    pub node: u32,
+    pub scan_state: i32,
+    pub lexeme_length: u32,
+    pub accept_state: i32,
+    pub tail: Vec<u8>,
+}
+
+/// The token ids of a walk's CI nodes in `ci_tokens`'s encoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tokens {
+    /// The ids, node by node (aliases in their order): fewer bytes than the bits.
+    Sparse(Vec<u32>),
+    /// The ids as little-endian bits, `words_per_row(vocab_size) * 4` bytes.
+    Dense(Vec<u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walk {
+    pub ci_nodes: Vec<u32>,
+    pub cd_classes: Vec<CdClass>,
+    pub tokens: Tokens,
+}
+
+/// `walk_context_independent` then `ci_tokens`: below trie node `root`, from `start`, with the
+/// allowed terminals (ignored ones included) `v` as `scanner.words()` words.
+pub fn walk(
+    scanner: &ScannerTable,
+    trie: &TrieTable,
+    start: &Start,
+    v: &[u64],
+    root: usize,
+    vocab_size: usize,
+) -> Result<Walk, WalkError> {
+    let words = scanner.words;
+    if v.len() != words {
+        return Err(WalkError::Shape(format!(
+            "allowed set of {} words, not {words}",
+            v.len()
+        )));
+    }
+    if root >= trie.num_nodes() {
+        return Err(WalkError::OutOfRange(format!(
+            "root {root} is not a trie node"
+        )));
+    }
+    let states = scanner.num_states() as i64;
+    for state in [start.scan_state, start.accept_state] {
+        if state < -1 || state as i64 >= states || start.scan_state < 0 {
+            return Err(WalkError::OutOfRange(format!(
+                "scan state {state} of {states} states"
+            )));
+        }
+    }
+    // Per depth of the current path (as in the reference): scanner state, lexeme length, last
+    // accept state and the depth it was reached at (-1: before the walk, so the tail starts
+    // with the start's tail).
+    let mut state = vec![start.scan_state];
+    let mut length = vec![start.lexeme_length];
+    let mut accept_state = vec![start.accept_state];
+    let mut accept_depth: Vec<i64> = vec![-1];
+    let mut path: Vec<u8> = Vec::new();
+    let mut ci_nodes = Vec::new();
+    let mut cd_classes = Vec::new();
+    let base = trie.depth[root];
+    let (mut node, end) = (root + 1, root + trie.size[root] as usize);
+    while node < end {
+        let d = (trie.depth[node] - base) as usize;
+        if d == 0 || d > state.len() {
+            return Err(WalkError::OutOfRange(format!(
+                "node {node} at depth {} is not below its parent in root {root}'s subtree",
+                trie.depth[node]
+            )));
+        }
+        state.truncate(d);
+        length.truncate(d);
+        accept_state.truncate(d);
+        accept_depth.truncate(d);
+        path.truncate(d - 1);
+        let q_parent = state[d - 1];
+        let byte = trie.edge[node] as u8;
+        let q = scanner.trans[q_parent as usize * ALPHABET + byte as usize];
+        if q >= 0 && ScannerTable::meets(&scanner.live, q, words, v) {
+            path.push(byte);
+            state.push(q);
+            length.push(length[d - 1] + 1);
+            if scanner.accepting[q as usize] {
+                accept_state.push(q);
+                accept_depth.push(d as i64);
+            } else {
+                accept_state.push(accept_state[d - 1]);
+                accept_depth.push(accept_depth[d - 1]);
+            }
+            if trie.token_id[node] >= 0 {
+                ci_nodes.push(node as u32);
+            }
+            node += 1;
+            continue;
+        }
+        let last_accept = accept_state[d - 1];
+        let rejected =
+            q < 0 && (last_accept < 0 || !ScannerTable::meets(&scanner.top, last_accept, words, v));
+        if !rejected {
+            let a_depth = accept_depth[d - 1];
+            let tail = if a_depth >= 0 {
+                path[a_depth as usize..].to_vec()
+            } else {
+                [start.tail, &path].concat()
+            };
+            cd_classes.push(CdClass {
+                node: node as u32,
+                scan_state: q_parent,
+                lexeme_length: length[d - 1],
+                accept_state: last_accept,
+                tail,
+            });
+        }
+        node += trie.size[node] as usize;
+    }
+    let tokens = ci_tokens(trie, &ci_nodes, vocab_size);
+    Ok(Walk {
+        ci_nodes,
+        cd_classes,
+        tokens,
+    })
+}
+
+/// `ci_tokens`: the ids of the CI nodes, as ids when they take fewer bytes than the bits.
+fn ci_tokens(trie: &TrieTable, ci_nodes: &[u32], vocab_size: usize) -> Tokens {
+    let mut ids = Vec::with_capacity(ci_nodes.len());
+    for &node in ci_nodes {
+        trie.push_ids(node, &mut ids);
+    }
+    let dense_len = vocab_size.div_ceil(32) * 4;
+    if ids.len() * 4 < dense_len {
+        return Tokens::Sparse(ids);
+    }
+    let mut bits = vec![0u8; dense_len];
+    for id in ids {
+        bits[(id >> 3) as usize] |= 1 << (id & 7);
+    }
+    Tokens::Dense(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scanner over one terminal `ab` (bit 0) and one `a+` (bit 1, lower class): states
+    /// 0 start, 1 after `a` (a+ accepts), 2 after `ab` (ab accepts), 3 after `aa`.
+    fn scanner() -> ScannerTable {
+        let mut trans = vec![-1; 4 * ALPHABET];
+        trans[b'a' as usize] = 1;
+        trans[ALPHABET + b'b' as usize] = 2;
+        trans[ALPHABET + b'a' as usize] = 3;
+        trans[3 * ALPHABET + b'a' as usize] = 3;
+        let live = vec![0b11, 0b11, 0b01, 0b10];
+        let top = vec![0, 0b10, 0b01, 0b10];
+        ScannerTable::new(trans, 1, live, top).unwrap()
+    }
+
+    /// Tokens `a` (0), `ab` (1), `b` (2), `aa` (3 and its alias 4).
+    fn trie() -> TrieTable {
+        // root; a; aa; ab; b
+        let edge = vec![-1, b'a' as i32, b'a' as i32, b'b' as i32, b'b' as i32];
+        let depth = vec![0, 1, 2, 2, 1];
+        let size = vec![5, 3, 1, 1, 1];
+        let token_id = vec![-1, 0, 3, 1, 2];
+        let aliases = HashMap::from([(2, vec![3, 4])]);
+        TrieTable::new(edge, depth, size, token_id, aliases).unwrap()
+    }
+
+    fn start() -> Start<'static> {
+        Start {
+            scan_state: 0,
+            lexeme_length: 0,
+            accept_state: -1,
+            tail: b"",
+        }
+    }
+
+    #[test]
+    fn tokens_inside_a_viable_lexeme_are_ci_and_a_dead_byte_after_an_accept_is_cd() {
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 1024).unwrap();
+        assert_eq!(w.ci_nodes, vec![1, 2, 3]);
+        assert_eq!(w.tokens, Tokens::Sparse(vec![0, 3, 4, 1]));
+        // `b` from the start: dead, and nothing accepted before it: rejected whatever the stack
+        assert!(w.cd_classes.is_empty());
+    }
+
+    #[test]
+    fn a_terminal_outside_the_allowed_set_prunes_or_defers() {
+        // only `ab` allowed: `a` stays viable (ab is live); `aa` is not by rule (i) (only a+ is
+        // live there), but it may be by rule (ii) after the accept of `a`: the stack decides
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b01], 0, 1024).unwrap();
+        assert_eq!(w.ci_nodes, vec![1, 3]);
+        let cd = CdClass {
+            node: 2,
+            scan_state: 1,
+            lexeme_length: 1,
+            accept_state: 1,
+            tail: vec![],
+        };
+        assert_eq!(w.cd_classes, vec![cd]);
+        // only a+ allowed: after `a` the byte `b` kills the lexeme at an accept of a+: CD
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b10], 0, 1024).unwrap();
+        assert_eq!(w.ci_nodes, vec![1, 2]);
+        let cd = CdClass {
+            node: 3,
+            scan_state: 1,
+            lexeme_length: 1,
+            accept_state: 1,
+            tail: vec![],
+        };
+        assert_eq!(w.cd_classes, vec![cd]);
+    }
+
+    #[test]
+    fn many_ids_come_as_bits() {
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 8).unwrap();
+        assert_eq!(w.tokens, Tokens::Dense(vec![0b11011, 0, 0, 0]));
+    }
+
+    #[test]
+    fn a_walk_below_a_node_reads_only_its_subtree() {
+        let after_a = Start {
+            scan_state: 1,
+            lexeme_length: 1,
+            accept_state: 1,
+            tail: b"",
+        };
+        let w = super::walk(&scanner(), &trie(), &after_a, &[0b11], 1, 1024).unwrap();
+        assert_eq!(w.ci_nodes, vec![2, 3]);
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11, 0], 0, 64).is_err());
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 9, 64).is_err());
+        let bad = Start {
+            scan_state: 7,
+            lexeme_length: 0,
+            accept_state: -1,
+            tail: b"",
+        };
+        assert!(super::walk(&scanner(), &trie(), &bad, &[0b11], 0, 64).is_err());
+        assert!(ScannerTable::new(vec![5; ALPHABET], 1, vec![0], vec![0]).is_err());
+        assert!(TrieTable::new(vec![-1], vec![0], vec![2], vec![-1], HashMap::new()).is_err());
+    }
+}
