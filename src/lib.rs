@@ -4,6 +4,7 @@
 
 pub mod dfa;
 pub mod names;
+pub mod residue;
 pub mod scan;
 pub mod walk;
 
@@ -15,7 +16,7 @@ mod bindings {
 
     use std::collections::HashMap;
 
-    use crate::{dfa, names, scan, walk};
+    use crate::{dfa, names, residue, scan, walk};
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -287,8 +288,133 @@ mod bindings {
         }
     }
 
+    /// `LrTable(action, goto, productions, end, words)`: `LalrTables`' rows (per state
+    /// terminal -> move, nonterminal -> state), productions as (lhs, rhs length), the id of
+    /// $END, and the words of a terminal set.
+    #[pyclass(name = "LrTable", module = "gridrail._kernels", frozen)]
+    struct PyLrTable(residue::LrTables);
+
+    #[pymethods]
+    impl PyLrTable {
+        #[new]
+        fn new(
+            action: Vec<HashMap<u32, i32>>,
+            goto: Vec<HashMap<u32, u32>>,
+            productions: Vec<(u32, u32)>,
+            end: u32,
+            words: usize,
+        ) -> PyResult<Self> {
+            residue::LrTables::new(action, goto, productions, end, words)
+                .map(Self)
+                .map_err(walk_error)
+        }
+    }
+
+    fn memo_capacity(memo: &residue::WalkMemo) -> usize {
+        memo.capacity()
+    }
+
+    /// `cd_residue(memo, scanner, lr, trie, ignored, start_scan, stack, scan_state, lexeme_length,
+    /// accept_state, tail, classes, vocab_size) -> bytes`: `_cd_residue` — the tokens of the
+    /// CD `classes` (as `WalkScanner.walk` returns them) that the live configuration (its
+    /// stack's states bottom to top, its pending lexeme) admits, as little-endian bits. The GIL
+    /// is released.
+    /// `WalkMemo(capacity)`: the walks below CD nodes that `cd_residue` keeps across calls
+    /// (one per guide: a walk is a function of its key for one scanner and trie).
+    #[pyclass(name = "WalkMemo", module = "gridrail._kernels", frozen)]
+    struct PyWalkMemo(std::sync::Mutex<residue::WalkMemo>);
+
+    #[pymethods]
+    impl PyWalkMemo {
+        #[new]
+        fn new(capacity: usize) -> Self {
+            Self(std::sync::Mutex::new(residue::WalkMemo::new(capacity)))
+        }
+
+        fn __len__(&self) -> usize {
+            self.0.lock().map(|memo| memo.len()).unwrap_or(0)
+        }
+    }
+
+    #[pyfunction]
+    #[allow(clippy::too_many_arguments)]
+    fn cd_residue<'py>(
+        py: Python<'py>,
+        memo: &PyWalkMemo,
+        scanner: &PyWalkScanner,
+        lr: &PyLrTable,
+        trie: &PyTrieTable,
+        ignored: &[u8],
+        start_scan: i32,
+        stack: Vec<u32>,
+        scan_state: i32,
+        lexeme_length: u32,
+        accept_state: i32,
+        tail: &[u8],
+        classes: Vec<(u32, i32, u32, i32, Vec<u8>)>,
+        vocab_size: usize,
+    ) -> PyResult<Py<PyBytes>> {
+        let ignored = ne_u64s(ignored, "ignored set")?;
+        if stack.is_empty() || ignored.len() != scanner.0.words() {
+            return Err(PyValueError::new_err(
+                "an empty stack, or an ignored set of other width",
+            ));
+        }
+        let states = scanner.0.num_states() as i64;
+        let scan_ok = |q: i32| (-1..states).contains(&(q as i64));
+        let outside = stack.iter().any(|&q| q as usize >= lr.0.num_states())
+            || scan_state < 0
+            || start_scan < 0
+            || ![scan_state, start_scan, accept_state]
+                .into_iter()
+                .all(scan_ok)
+            || classes.iter().any(|c| {
+                c.0 as usize >= trie.0.num_nodes() || c.1 < 0 || !scan_ok(c.1) || !scan_ok(c.3)
+            });
+        if outside {
+            return Err(PyValueError::new_err("a state or node outside its table"));
+        }
+        let live = residue::Config {
+            stack,
+            scan_state,
+            lexeme_length,
+            accept_state,
+            tail: tail.to_vec(),
+        };
+        let classes = classes
+            .into_iter()
+            .map(
+                |(node, scan_state, lexeme_length, accept_state, tail)| walk::CdClass {
+                    node,
+                    scan_state,
+                    lexeme_length,
+                    accept_state,
+                    tail,
+                },
+            )
+            .collect();
+        let bits = py
+            .allow_threads(|| {
+                // a poisoned memo (a panic elsewhere) is only a cache: start it over
+                let mut memo = memo.0.lock().unwrap_or_else(|poisoned| {
+                    let mut memo = poisoned.into_inner();
+                    *memo = residue::WalkMemo::new(memo_capacity(&memo));
+                    memo
+                });
+                residue::cd_residue(
+                    &scanner.0, &lr.0, &ignored, start_scan, &mut memo, &trie.0, &live, classes,
+                    vocab_size,
+                )
+            })
+            .map_err(walk_error)?;
+        Ok(PyBytes::new(py, &bits).unbind())
+    }
+
     #[pymodule]
     fn _kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add_class::<PyLrTable>()?;
+        m.add_class::<PyWalkMemo>()?;
+        m.add_function(wrap_pyfunction!(cd_residue, m)?)?;
         m.add_class::<PyScanTable>()?;
         m.add_class::<PyTrieTable>()?;
         m.add_class::<PyWalkScanner>()?;

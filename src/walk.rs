@@ -92,6 +92,23 @@ impl TrieTable {
         self.edge.len()
     }
 
+    pub(crate) fn edge_byte(&self, node: usize) -> u8 {
+        self.edge[node] as u8
+    }
+
+    pub(crate) fn subtree_size(&self, node: usize) -> usize {
+        self.size[node] as usize
+    }
+
+    /// Every id spelled exactly by the path to `node` (`TokenTrie.ids_at`).
+    pub(crate) fn ids(&self, node: u32) -> Vec<u32> {
+        match self.aliases.get(&node) {
+            Some(ids) => ids.clone(),
+            None if self.token_id[node as usize] >= 0 => vec![self.token_id[node as usize] as u32],
+            None => Vec::new(),
+        }
+    }
+
     fn push_ids(&self, node: u32, out: &mut Vec<u32>) {
         match self.aliases.get(&node) {
             Some(ids) => out.extend_from_slice(ids),
@@ -161,6 +178,26 @@ impl ScannerTable {
 
     pub fn words(&self) -> usize {
         self.words
+    }
+
+    pub(crate) fn step(&self, state: i32, byte: u8) -> i32 {
+        self.trans[state as usize * ALPHABET + byte as usize]
+    }
+
+    pub(crate) fn is_accepting(&self, state: i32) -> bool {
+        self.accepting[state as usize]
+    }
+
+    pub(crate) fn live_row(&self, state: i32) -> &[u64] {
+        &self.live[state as usize * self.words..(state as usize + 1) * self.words]
+    }
+
+    pub(crate) fn top_row(&self, state: i32) -> &[u64] {
+        &self.top[state as usize * self.words..(state as usize + 1) * self.words]
+    }
+
+    pub(crate) fn meets_live(&self, state: i32, v: &[u64]) -> bool {
+        Self::meets(&self.live, state, self.words, v)
     }
 
     fn meets(set: &[u64], state: i32, words: usize, v: &[u64]) -> bool {

@@ -1,8 +1,10 @@
-"""The trie walk in Rust (`src/walk.rs`, issue 16 item 1) equals its Python reference
-(`gridrail.mask.walk`) bit for bit: the same CI nodes in the same order, the same CD classes
-with the same scan parts, the same CI tokens in the same encoding — from every configuration
-a statement passes through and from the configurations inside its CD residue (walks below a
-trie node), over real tokenizers, roles, profiles and a random grammar's scanner."""
+"""The mask's kernels in Rust (issue 16 item 1) equal their Python references bit for bit:
+the trie walk (`src/walk.rs` ≡ `gridrail.mask.walk`: the same CI nodes in the same order, the
+same CD classes with the same scan parts, the same CI tokens in the same encoding) and the CD
+residue (`src/residue.rs` ≡ `gridrail.mask.compute._cd_residue`, the oracle's byte step and the
+LR simulation under it: the same admitted tokens in the same encoding) — from every
+configuration a statement passes through and from configurations inside its CD residue (walks
+below a trie node), over real tokenizers, roles and profiles."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 import gridrail as gr
 from assets import asset
 from gridrail import kernels
+from gridrail.mask.compute import _cd_residue
 from gridrail.mask.walk import ci_tokens, walk_context_independent
 from support.hr_example import hr_guide
 
@@ -60,14 +63,23 @@ def _configurations(guide: gr.Guide, sql: str, seed: int) -> list[tuple[object, 
 
 
 def _assert_equal_walks(guide: gr.Guide, pairs) -> int:
-    rust = kernels.make_walk_runner(guide.oracle, guide.trie, guide.vocab.size)
+    oracle, trie, size = guide.oracle, guide.trie, guide.vocab.size
+    rust = kernels.make_mask_runners(oracle, trie, size)
+
+    def reference_below(after, node):
+        walk = walk_context_independent(oracle, trie, after, node)
+        return walk, ci_tokens(trie, size, walk)
+
     for cfg, root in pairs:
-        expected = walk_context_independent(guide.oracle, guide.trie, cfg, root)
-        tokens = ci_tokens(guide.trie, guide.vocab.size, expected)
-        got, got_tokens = rust(cfg, root)
+        expected, tokens = reference_below(cfg, root)
+        got, got_tokens = rust.walk(cfg, root)
         assert list(got.ci_nodes) == list(expected.ci_nodes)
         assert got.cd_classes == expected.cd_classes
         assert type(got_tokens) is type(tokens) and got_tokens == tokens
+        if root == 0:  # the residue of a whole mask, on the configuration's live stack
+            residue = _cd_residue(oracle, trie, guide.vocab, cfg, expected, reference_below)
+            got_residue = rust.residue(cfg, got)
+            assert type(got_residue) is type(residue) and got_residue == residue
     return len(pairs)
 
 
@@ -109,9 +121,34 @@ def test_a_grammar_with_more_than_64_terminals_and_a_pending_tail() -> None:
 def test_the_reference_runs_when_kernels_are_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernels, "_kernels", None)
     guide = gr.compile(gr.Grammar.bundled("sqlite"), _vocab("gpt2"))
-    runner = kernels.make_walk_runner(guide.oracle, guide.trie, guide.vocab.size)
+    runners = kernels.make_mask_runners(guide.oracle, guide.trie, guide.vocab.size)
+    assert runners.residue is None  # the reference `_cd_residue`
+    runner = runners.walk
     walk, _ = runner(guide.oracle.initial, 0)
     assert walk == walk_context_independent(guide.oracle, guide.trie, guide.oracle.initial)
+
+
+def test_the_guide_masks_with_the_kernels_equal_the_reference_masks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whole masks through the guide (caches, memos, Γ's filter on top): with the kernels and
+    with the reference, token by token over the statements."""
+    _rust()
+    vocab = _vocab("gpt2")
+    fast = hr_guide(vocab, "analyst", gr.GenerationProfile(), gamma=True)
+    assert fast.runners.residue is not None  # built now, with the kernels
+    monkeypatch.setattr(kernels, "_kernels", None)
+    slow = hr_guide(vocab, "analyst", gr.GenerationProfile(), gamma=True)
+    assert slow is not fast and slow.runners.residue is None
+    steps = 0
+    for sql in STATEMENTS[:2]:
+        a, b = fast.matcher(), slow.matcher()
+        for token in fast.trie.tokenize(sql.encode()):
+            assert a.allowed() == b.allowed()
+            steps += 1
+            if not (a.accept_tokens([token]) and b.accept_tokens([token])):
+                break
+    assert steps > 20
 
 
 def test_bad_tables_are_value_errors() -> None:

@@ -30,7 +30,7 @@ from gridrail.gamma.catalog import NameCatalog
 from gridrail.gamma.tokens import TokenShapes
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
-from gridrail.kernels import WalkRunner, make_walk_runner
+from gridrail.kernels import MaskRunners, make_mask_runners
 from gridrail.lru import BoundedLRU
 from gridrail.mask.bitmask import TokenSet, words_per_row
 from gridrail.mask.cache import MaskCache
@@ -102,7 +102,7 @@ class Guide:
             raise UsageError("the token trie was built for another vocabulary")
         self.trie = trie
         self.completer = Completer(self.oracle)
-        self._walk: WalkRunner | None = None
+        self._runners: MaskRunners | None = None
         self._eos = frozenset(vocab.eos_token_ids)
         _require_a_first_token(self)
         # Γ (issue 15): names the statement declares, and the slots they fill, resolved
@@ -233,8 +233,16 @@ class Guide:
             walk_below,
             residues=self.oracle.stack_memo,
             walk_id=entry.entry_id,
+            cd_residue=self.runners.residue,
         )
         return entry, mask
+
+    @property
+    def runners(self) -> MaskRunners:
+        """The walk and CD-residue kernels (built on first use: the kernels copy the tables)."""
+        if self._runners is None:
+            self._runners = make_mask_runners(self.oracle, self.trie, self.vocab.size)
+        return self._runners
 
     def _entry(self, cfg: Configuration, root: int) -> MaskEntry:
         """The cached walk from `cfg` below trie node `root`: from T1 (this language's walks),
@@ -254,9 +262,7 @@ class Guide:
             if shared is not None:
                 walk = self.normal_form.to_local(cfg, shared.walk)
                 return self.cache.publish(make_entry(key, walk, shared.ci_tokens))
-        if self._walk is None:  # built on the first miss: the kernel copies the tables
-            self._walk = make_walk_runner(self.oracle, self.trie, self.vocab.size)
-        walk, tokens = self._walk(cfg, root)
+        walk, tokens = self.runners.walk(cfg, root)
         if family_key is not None:
             canonical = self.normal_form.to_canonical(cfg, walk)
             self.family_cache.publish(make_normal_form_entry(family_key, canonical, tokens))

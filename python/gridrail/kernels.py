@@ -12,7 +12,7 @@ import sys
 from array import array
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from gridrail.grammar.compiled import CompiledGrammar
@@ -59,12 +59,25 @@ def make_scan_runner(scanner: ScannerAutomaton) -> ScanRunner:
 # The context-independent walk from a configuration below a trie node, with its CI tokens
 # (`gridrail.mask.walk`: `walk_context_independent` then `ci_tokens`).
 WalkRunner = Callable[["Configuration", int], "tuple[WalkResult, bytes | array]"]
+# The CD residue of a walk from a configuration: the tokens its live stack admits, frozen
+# (`gridrail.mask.compute._cd_residue`).
+ResidueRunner = Callable[["Configuration", "WalkResult"], "bytes | array"]
 
 
-def make_walk_runner(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> WalkRunner:
-    """A function with the semantics of `walk_context_independent` then `ci_tokens` (the
-    reference in `gridrail.mask.walk`): Rust ``WalkScanner.walk``, one call per walk with the
-    GIL released, or the reference."""
+# Walks below CD nodes the residue kernel keeps per guide (the reference reads them from T1)
+WALKS_BELOW = 4096
+
+
+class MaskRunners(NamedTuple):
+    walk: WalkRunner
+    residue: ResidueRunner | None  # None: the reference, which reads the guide's walk caches
+
+
+def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskRunners:
+    """The two halves of a mask: the walk (Rust ``WalkScanner.walk``, one call per walk with
+    the GIL released, or the reference `walk_context_independent` then `ci_tokens`) and the CD
+    residue (Rust ``cd_residue``, one call per residue, or None for the reference)."""
+    from gridrail.mask.bitmask import TokenSet
     from gridrail.mask.walk import (
         CDClass,
         ScanPart,
@@ -79,26 +92,34 @@ def make_walk_runner(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> WalkRu
             walk = walk_context_independent(oracle, trie, cfg, root)
             return walk, ci_tokens(trie, vocab_size, walk)
 
-        return reference
+        return MaskRunners(reference, None)
+    rust = _kernels  # these runners keep the kernels they were built with
     compiled = oracle.compiled
     words = (len(compiled.grammar.terminals) + 63) // 64
     _, live, accept = oracle.scanner_tables()
-    scanner = _kernels.WalkScanner(
+    scanner = rust.WalkScanner(
         compiled.scanner.transitions.tobytes(),
         words,
         _words_per_state(live, words),
         _words_per_state([_top_class(compiled, a) for a in accept], words),
     )
-    table = _kernels.TrieTable(
+    table = rust.TrieTable(
         trie.edge_byte.tobytes(),
         trie.depth.tobytes(),
         trie.subtree_size.tobytes(),
         trie.token_id.tobytes(),
         {node: list(ids) for node, ids in trie.aliases.items()},
     )
+    tables = compiled.tables
+    lr = rust.LrTable(
+        list(tables.action), list(tables.goto), list(tables.productions), tables.end, words
+    )
     ignored = oracle.ignored_mask
+    ignored_words = _words_of(ignored, words)
+    start_scan = compiled.scanner.start
+    memo = rust.WalkMemo(WALKS_BELOW)
 
-    def kernel(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
+    def walk(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
         # the reference's normalization: the pending length as 0 or 1, no tail without accept
         accepted = cfg.accept_state >= 0
         v = _words_of(oracle.allowed_mask(cfg) | ignored, words)
@@ -115,7 +136,21 @@ def make_walk_runner(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> WalkRu
         ids.frombytes(tokens)
         return WalkResult(ci_nodes, cd), ids
 
-    return kernel
+    def residue(cfg: Configuration, walked: WalkResult) -> bytes | array:
+        classes = [
+            (cd.node, b.scan_state, b.lexeme_length, b.accept_state, b.tail)
+            for cd in walked.cd_classes
+            for b in (cd.before,)
+        ]
+        bits = rust.cd_residue(
+            memo, scanner, lr, table, ignored_words, start_scan, cfg.stack.states(), cfg.scan_state,
+            cfg.lexeme_length, cfg.accept_state, cfg.tail, classes, vocab_size,
+        )  # fmt: skip
+        admitted = TokenSet(vocab_size)
+        admitted.bits[:] = bits
+        return admitted.frozen()
+
+    return MaskRunners(walk, residue)
 
 
 def _top_class(compiled: CompiledGrammar, accept: int) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from gridrail.mask.bitmask import TokenSet
 from gridrail.mask.walk import (
@@ -32,6 +32,7 @@ def next_token_mask(
     walk_below: WalkBelow | None = None,
     residues: StackMemo | None = None,
     walk_id: Hashable = None,
+    cd_residue: Callable[[Configuration, WalkResult], bytes | array] | None = None,
 ) -> TokenSet:
     """The mask at `cfg`. `walk_below(configuration, node)` answers the context-independent
     walks — the whole vocabulary's (node 0) and those inside the CD residue — when the caller
@@ -42,7 +43,10 @@ def next_token_mask(
     are memoized per (stack node, walk_id): they are a function of exactly those two — every CD
     class is stepped from its own recorded scan part on cfg's stack, and each walk below it is
     a function of its own key — so a stack met again (stack nodes are interned) costs one
-    lookup, never a different verdict. The memo must serve one trie and vocabulary."""
+    lookup, never a different verdict. The memo must serve one trie and vocabulary.
+
+    `cd_residue(cfg, walk)`, when given, computes the residue instead of the verdicts stepped
+    here (the Rust kernel: `gridrail.kernels.make_mask_runners`)."""
     if walk_below is None:
 
         def walk_below(after: Configuration, node: int) -> tuple[WalkResult, bytes | array]:
@@ -52,12 +56,18 @@ def next_token_mask(
     allowed = TokenSet(vocab.size)
     walk, tokens = walk_below(cfg, 0)
     allowed.update(tokens)
+
+    def compute() -> bytes | array:
+        if cd_residue is not None:
+            return cd_residue(cfg, walk)
+        return _cd_residue(oracle, trie, vocab, cfg, walk, walk_below)
+
     if residues is None or walk_id is None:
-        residue = _cd_residue(oracle, trie, vocab, cfg, walk, walk_below)
+        residue = compute()
     else:
         residue = residues.get(cfg.stack, walk_id)
         if residue is None:
-            residue = _cd_residue(oracle, trie, vocab, cfg, walk, walk_below)
+            residue = compute()
             size = len(residue) * (1 if isinstance(residue, bytes) else residue.itemsize)
             residues.put(cfg.stack, walk_id, residue, size)
     allowed.update(residue)

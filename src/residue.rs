@@ -1,0 +1,577 @@
+//! The CD residue of a mask: the tokens of the walk's CD classes that the live stack admits
+//! (paper §4.2), each class's first byte stepped on the live configuration and the rest of its
+//! subtree walked from the configuration after it.
+//!
+//! Mirrors `_cd_residue` / `evaluate_cd_class` in python/gridrail/mask/, and the oracle's
+//! byte step they call (`Oracle.step`: `_scan_byte`, `_close_at_last_accept`, `_rescan`,
+//! `_emit`, `is_viable`) and the LR machine's simulation (`LRMachine._shiftable`, `shift`) in
+//! python/gridrail/parse/, which are the reference. A stack is its states, bottom to top; the
+//! Python side's interned nodes and memos become per-call memos here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use crate::scan::ALPHABET;
+use crate::walk::{walk, CdClass, ScannerTable, Start, Tokens, TrieTable, Walk, WalkError};
+
+/// The action that accepts (`gridrail.grammar.lalr.ACCEPT`).
+pub const ACCEPT: i32 = -(1 << 30);
+
+/// LALR(1) tables (`LalrTables`): per state its actions (terminal -> shift state, -1 - p to
+/// reduce by production p, or ACCEPT) and gotos, and per production (lhs, rhs length).
+pub struct LrTables {
+    action: Vec<HashMap<u32, i32>>,
+    goto: Vec<HashMap<u32, u32>>,
+    productions: Vec<(u32, u32)>,
+    words: usize,
+    shift_mask: Vec<Vec<u64>>,
+    reductions: Vec<Vec<(u32, Vec<u64>)>>,
+}
+
+impl LrTables {
+    /// `end` is the id of $END: the terminals are 0..end, in `words` 64-bit words.
+    pub fn new(
+        action: Vec<HashMap<u32, i32>>,
+        goto: Vec<HashMap<u32, u32>>,
+        productions: Vec<(u32, u32)>,
+        end: u32,
+        words: usize,
+    ) -> Result<Self, WalkError> {
+        if goto.len() != action.len() || (end as usize).div_ceil(64) > words {
+            return Err(WalkError::Shape(format!(
+                "{} action rows and {} goto rows for {end} terminals in {words} words",
+                action.len(),
+                goto.len()
+            )));
+        }
+        let states = action.len() as i64;
+        if let Some(bad) = goto
+            .iter()
+            .flat_map(|row| row.values())
+            .find(|&&q| q as i64 >= states)
+        {
+            return Err(WalkError::OutOfRange(format!("goto to state {bad}")));
+        }
+        let mut shift_mask = Vec::with_capacity(action.len());
+        let mut reductions = Vec::with_capacity(action.len());
+        for row in &action {
+            let mut shifts = vec![0u64; words];
+            let mut groups: HashMap<u32, Vec<u64>> = HashMap::new();
+            for (&terminal, &mv) in row {
+                if terminal > end {
+                    return Err(WalkError::OutOfRange(format!(
+                        "action on terminal {terminal}"
+                    )));
+                }
+                if mv >= 0 {
+                    if mv as i64 >= states {
+                        return Err(WalkError::OutOfRange(format!("shift to state {mv}")));
+                    }
+                    if terminal < end {
+                        shifts[terminal as usize / 64] |= 1 << (terminal % 64);
+                    }
+                } else if mv != ACCEPT {
+                    let p = (-1 - mv) as u32;
+                    if p as usize >= productions.len() {
+                        return Err(WalkError::OutOfRange(format!("reduce by production {p}")));
+                    }
+                    if terminal < end {
+                        let group = groups.entry(p).or_insert_with(|| vec![0u64; words]);
+                        group[terminal as usize / 64] |= 1 << (terminal % 64);
+                    }
+                }
+            }
+            let mut sorted: Vec<(u32, Vec<u64>)> = groups.into_iter().collect();
+            // the reference sorts its groups by move (-1 - p): descending production
+            sorted.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
+            shift_mask.push(shifts);
+            reductions.push(sorted);
+        }
+        Ok(Self {
+            action,
+            goto,
+            productions,
+            words,
+            shift_mask,
+            reductions,
+        })
+    }
+
+    pub fn num_states(&self) -> usize {
+        self.action.len()
+    }
+
+    fn goto(&self, state: u32, lhs: u32) -> Result<u32, WalkError> {
+        self.goto[state as usize]
+            .get(&lhs)
+            .copied()
+            .ok_or_else(|| WalkError::OutOfRange(format!("no goto from state {state} on {lhs}")))
+    }
+
+    /// `LRMachine._shiftable`: the terminals shiftable after the reduce chains, simulated for
+    /// all terminals at once.
+    fn shiftable(&self, stack: &[u32]) -> Result<Vec<u64>, WalkError> {
+        let mut mask = vec![0u64; self.words];
+        // the reference's `_all_terminals`, every terminal but $END: no row holds a bit of
+        // $END or past it (`new` leaves them out), so all ones is the same set
+        let all = vec![u64::MAX; self.words];
+        let mut pending: Vec<(usize, Vec<u32>, Vec<u64>)> = vec![(stack.len(), Vec::new(), all)];
+        while let Some((below_len, overlay, wanted)) = pending.pop() {
+            let state = *overlay.last().unwrap_or(&stack[below_len - 1]);
+            for (m, (s, w)) in mask
+                .iter_mut()
+                .zip(self.shift_mask[state as usize].iter().zip(&wanted))
+            {
+                *m |= s & w;
+            }
+            for (p, group) in &self.reductions[state as usize] {
+                let group: Vec<u64> = group.iter().zip(&wanted).map(|(g, w)| g & w).collect();
+                if group.iter().all(|&g| g == 0) {
+                    continue;
+                }
+                let (lhs, length) = self.productions[*p as usize];
+                let keep = overlay.len().saturating_sub(length as usize);
+                let from_stack = length as usize - (overlay.len() - keep);
+                if from_stack >= below_len {
+                    return Err(WalkError::OutOfRange(
+                        "a reduction pops the whole stack".into(),
+                    ));
+                }
+                let below = below_len - from_stack;
+                let top = if keep > 0 {
+                    overlay[keep - 1]
+                } else {
+                    stack[below - 1]
+                };
+                let mut next = overlay[..keep].to_vec();
+                next.push(self.goto(top, lhs)?);
+                pending.push((below, next, group));
+            }
+        }
+        Ok(mask)
+    }
+
+    /// `LRMachine.shift`: the reduce chain for `terminal`, then its push.
+    fn shift(&self, stack: &[u32], terminal: u32) -> Result<Vec<u32>, WalkError> {
+        let mut stack = stack.to_vec();
+        loop {
+            let state = *stack.last().expect("a stack has its root");
+            let mv = *self.action[state as usize].get(&terminal).ok_or_else(|| {
+                WalkError::OutOfRange(format!("state {state} cannot shift terminal {terminal}"))
+            })?;
+            if mv >= 0 {
+                stack.push(mv as u32);
+                return Ok(stack);
+            }
+            let (lhs, length) = self.productions[(-1 - mv) as usize];
+            if length as usize >= stack.len() {
+                return Err(WalkError::OutOfRange(
+                    "a reduction pops the whole stack".into(),
+                ));
+            }
+            stack.truncate(stack.len() - length as usize);
+            let top = *stack.last().expect("a stack has its root");
+            stack.push(self.goto(top, lhs)?);
+        }
+    }
+}
+
+/// A configuration (`Configuration`): the stack's states and the pending lexeme.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Config {
+    pub stack: Vec<u32>,
+    pub scan_state: i32,
+    pub lexeme_length: u32,
+    pub accept_state: i32,
+    pub tail: Vec<u8>,
+}
+
+/// The facts the reference keeps on stack nodes and in the oracle, each a function of its key
+/// (for one scanner and LR table), kept across residues; a table is emptied when it reaches
+/// `capacity` entries, so memory stays bounded.
+pub struct StepMemo {
+    allowed: FxHashMap<Vec<u32>, Vec<u64>>,
+    closings: FxHashMap<(Vec<u32>, i32, Vec<u8>), Option<Config>>,
+    after_kill: FxHashMap<(i32, i32), (Vec<u64>, Vec<u8>)>,
+    capacity: usize,
+}
+
+impl StepMemo {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            allowed: FxHashMap::default(),
+            closings: FxHashMap::default(),
+            after_kill: FxHashMap::default(),
+            capacity,
+        }
+    }
+}
+
+fn bounded_insert<K: std::hash::Hash + Eq, V>(
+    map: &mut FxHashMap<K, V>,
+    capacity: usize,
+    key: K,
+    value: V,
+) {
+    if map.len() >= capacity {
+        map.clear();
+    }
+    map.insert(key, value);
+}
+
+/// The oracle's byte step over one scanner and LR table.
+pub struct Stepper<'a> {
+    scanner: &'a ScannerTable,
+    lr: &'a LrTables,
+    ignored: &'a [u64],
+    start_scan: i32,
+    memo: &'a mut StepMemo,
+}
+
+impl<'a> Stepper<'a> {
+    pub fn new(
+        scanner: &'a ScannerTable,
+        lr: &'a LrTables,
+        ignored: &'a [u64],
+        start_scan: i32,
+        memo: &'a mut StepMemo,
+    ) -> Self {
+        Self {
+            scanner,
+            lr,
+            ignored,
+            start_scan,
+            memo,
+        }
+    }
+
+    /// A(σ) ∪ ignored: `allowed_mask(stack) | ignored`.
+    fn v(&mut self, stack: &[u32]) -> Result<Vec<u64>, WalkError> {
+        if let Some(found) = self.memo.allowed.get(stack) {
+            return Ok(found.clone());
+        }
+        let mut mask = self.lr.shiftable(stack)?;
+        for (m, i) in mask.iter_mut().zip(self.ignored) {
+            *m |= i;
+        }
+        bounded_insert(
+            &mut self.memo.allowed,
+            self.memo.capacity,
+            stack.to_vec(),
+            mask.clone(),
+        );
+        Ok(mask)
+    }
+
+    fn winner(&self, accept_state: i32, v: &[u64]) -> Option<u32> {
+        let row = self.scanner.top_row(accept_state);
+        row.iter().zip(v).enumerate().find_map(|(k, (t, w))| {
+            let both = t & w;
+            (both != 0).then(|| (k * 64) as u32 + both.trailing_zeros())
+        })
+    }
+
+    fn is_ignored(&self, terminal: u32) -> bool {
+        self.ignored[terminal as usize / 64] >> (terminal % 64) & 1 == 1
+    }
+
+    fn emit(&mut self, stack: &[u32], accept_state: i32) -> Result<Option<Vec<u32>>, WalkError> {
+        let v = self.v(stack)?;
+        let Some(terminal) = self.winner(accept_state, &v) else {
+            return Ok(None);
+        };
+        if self.is_ignored(terminal) {
+            return Ok(Some(stack.to_vec()));
+        }
+        self.lr.shift(stack, terminal).map(Some)
+    }
+
+    fn extended(&self, cfg: &Config, q: i32, byte: u8) -> Config {
+        if self.scanner.is_accepting(q) {
+            return Config {
+                stack: cfg.stack.clone(),
+                scan_state: q,
+                lexeme_length: cfg.lexeme_length + 1,
+                accept_state: q,
+                tail: Vec::new(),
+            };
+        }
+        let mut tail = cfg.tail.clone();
+        tail.push(byte);
+        Config {
+            stack: cfg.stack.clone(),
+            scan_state: q,
+            lexeme_length: cfg.lexeme_length + 1,
+            accept_state: cfg.accept_state,
+            tail,
+        }
+    }
+
+    fn rescan(&mut self, stack: Vec<u32>, data: &[u8]) -> Result<Option<Config>, WalkError> {
+        let mut cfg = Config {
+            stack,
+            scan_state: self.start_scan,
+            lexeme_length: 0,
+            accept_state: -1,
+            tail: Vec::new(),
+        };
+        let mut pending = data.to_vec();
+        let mut position = 0;
+        while position < pending.len() {
+            let byte = pending[position];
+            let q = self.scanner.step(cfg.scan_state, byte);
+            if q >= 0 {
+                cfg = self.extended(&cfg, q, byte);
+                position += 1;
+                continue;
+            }
+            if cfg.accept_state < 0 {
+                return Ok(None);
+            }
+            let Some(emitted) = self.emit(&cfg.stack, cfg.accept_state)? else {
+                return Ok(None);
+            };
+            pending = [&cfg.tail[..], &pending[position..]].concat();
+            position = 0;
+            cfg = Config {
+                stack: emitted,
+                scan_state: self.start_scan,
+                lexeme_length: 0,
+                accept_state: -1,
+                tail: Vec::new(),
+            };
+        }
+        Ok(Some(cfg))
+    }
+
+    fn close_at_last_accept(&mut self, cfg: &Config) -> Result<Option<Config>, WalkError> {
+        let key = (cfg.stack.clone(), cfg.accept_state, cfg.tail.clone());
+        if let Some(found) = self.memo.closings.get(&key) {
+            return Ok(found.clone());
+        }
+        let closed = match self.emit(&cfg.stack, cfg.accept_state)? {
+            None => None,
+            Some(stack) => self.rescan(stack, &cfg.tail)?,
+        };
+        bounded_insert(
+            &mut self.memo.closings,
+            self.memo.capacity,
+            key,
+            closed.clone(),
+        );
+        Ok(closed)
+    }
+
+    fn scan_byte(&mut self, cfg: &Config, byte: u8) -> Result<Option<Config>, WalkError> {
+        let mut cfg = cfg.clone();
+        loop {
+            let q = self.scanner.step(cfg.scan_state, byte);
+            if q >= 0 {
+                return Ok(Some(self.extended(&cfg, q, byte)));
+            }
+            if cfg.accept_state < 0 {
+                return Ok(None);
+            }
+            match self.close_at_last_accept(&cfg)? {
+                None => return Ok(None),
+                Some(closed) => cfg = closed,
+            }
+        }
+    }
+
+    fn passes_rule_i(&mut self, cfg: &Config) -> Result<bool, WalkError> {
+        if cfg.lexeme_length == 0 {
+            return Ok(true);
+        }
+        let v = self.v(&cfg.stack)?;
+        Ok(self.scanner.meets_live(cfg.scan_state, &v))
+    }
+
+    fn after_kill(&mut self, killed: i32, rescanned: i32) -> (Vec<u64>, Vec<u8>) {
+        if let Some(found) = self.memo.after_kill.get(&(killed, rescanned)) {
+            return found.clone();
+        }
+        let mut reach = vec![0u64; self.scanner.words()];
+        let mut dying = Vec::new();
+        for byte in 0..ALPHABET {
+            let byte = byte as u8;
+            if self.scanner.step(killed, byte) >= 0 {
+                continue;
+            }
+            let q = self.scanner.step(rescanned, byte);
+            if q >= 0 {
+                for (r, l) in reach.iter_mut().zip(self.scanner.live_row(q)) {
+                    *r |= l;
+                }
+            } else {
+                dying.push(byte);
+            }
+        }
+        let capacity = self.memo.capacity;
+        bounded_insert(
+            &mut self.memo.after_kill,
+            capacity,
+            (killed, rescanned),
+            (reach.clone(), dying.clone()),
+        );
+        (reach, dying)
+    }
+
+    /// `Oracle.is_viable`: rule (i), or (ii) with one lexeme-ending byte.
+    fn is_viable(&mut self, cfg: &Config) -> Result<bool, WalkError> {
+        if self.passes_rule_i(cfg)? {
+            return Ok(true);
+        }
+        if cfg.accept_state < 0 {
+            return Ok(false);
+        }
+        let Some(after_tail) = self.close_at_last_accept(cfg)? else {
+            return Ok(false);
+        };
+        let (reach, dying) = self.after_kill(cfg.scan_state, after_tail.scan_state);
+        let v = self.v(&after_tail.stack)?;
+        if reach.iter().zip(&v).any(|(r, w)| r & w != 0) {
+            return Ok(true);
+        }
+        if after_tail.accept_state < 0 {
+            return Ok(false);
+        }
+        for byte in dying {
+            if let Some(nxt) = self.scan_byte(&after_tail, byte)? {
+                if self.passes_rule_i(&nxt)? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// `Oracle.step`: one byte, or None when the prefix stops being viable.
+    pub fn step(&mut self, cfg: &Config, byte: u8) -> Result<Option<Config>, WalkError> {
+        match self.scan_byte(cfg, byte)? {
+            Some(nxt) if self.is_viable(&nxt)? => Ok(Some(nxt)),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// What a walk below a node is keyed by (`MaskKey`: the normalized scan part, the allowed
+/// set, the root).
+type WalkKey = (i32, u32, i32, Vec<u8>, Vec<u64>, usize);
+
+/// The walks below CD nodes and the step facts (`StepMemo`), kept across residues (the
+/// reference reads the walks from the guide's T1 cache): a walk is a function of its key, so a kept one is the walk. Emptied when full.
+pub struct WalkMemo {
+    walks: FxHashMap<WalkKey, Arc<Walk>>,
+    steps: StepMemo,
+    capacity: usize,
+}
+
+impl WalkMemo {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            walks: FxHashMap::default(),
+            steps: StepMemo::new(capacity),
+            capacity,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.walks.len()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.walks.is_empty()
+    }
+}
+
+/// `_cd_residue`: the tokens of `classes` (the CD classes of the walk from `live`, below the
+/// root) that `live`'s stack admits, as little-endian bits over `vocab_size` ids.
+#[allow(clippy::too_many_arguments)]
+pub fn cd_residue(
+    scanner: &ScannerTable,
+    lr: &LrTables,
+    ignored: &[u64],
+    start_scan: i32,
+    memo: &mut WalkMemo,
+    trie: &TrieTable,
+    live: &Config,
+    classes: Vec<CdClass>,
+    vocab_size: usize,
+) -> Result<Vec<u8>, WalkError> {
+    let walks = &mut memo.walks;
+    let capacity = memo.capacity;
+    let mut stepper = Stepper::new(scanner, lr, ignored, start_scan, &mut memo.steps);
+    let stepper = &mut stepper;
+    let mut bits = vec![0u8; vocab_size.div_ceil(32) * 4];
+    let add = |id: u32, bits: &mut Vec<u8>| bits[(id >> 3) as usize] |= 1 << (id & 7);
+    let mut pending: Vec<(Config, CdClass)> =
+        classes.into_iter().map(|cd| (live.clone(), cd)).collect();
+    // the reference pops from the end of its list: the order does not change the set
+    while let Some((live_cfg, cls)) = pending.pop() {
+        let on = Config {
+            stack: live_cfg.stack.clone(),
+            scan_state: cls.scan_state,
+            lexeme_length: cls.lexeme_length,
+            accept_state: cls.accept_state,
+            tail: cls.tail.clone(),
+        };
+        let node = cls.node as usize;
+        let Some(nxt) = stepper.step(&on, trie.edge_byte(node))? else {
+            continue;
+        };
+        for id in trie.ids(cls.node) {
+            add(id, &mut bits);
+        }
+        if trie.subtree_size(node) > 1 {
+            let accepted = nxt.accept_state >= 0;
+            let start = Start {
+                scan_state: nxt.scan_state,
+                lexeme_length: nxt.lexeme_length.min(1),
+                accept_state: nxt.accept_state,
+                tail: if accepted { &nxt.tail } else { &[] },
+            };
+            let v = stepper.v(&nxt.stack)?;
+            let key = (
+                start.scan_state,
+                start.lexeme_length,
+                start.accept_state,
+                start.tail.to_vec(),
+                v,
+                node,
+            );
+            let below = match walks.get(&key) {
+                Some(found) => found.clone(),
+                None => {
+                    let made = Arc::new(walk(
+                        stepper.scanner,
+                        trie,
+                        &start,
+                        &key.4,
+                        node,
+                        vocab_size,
+                    )?);
+                    bounded_insert(walks, capacity, key, made.clone());
+                    made
+                }
+            };
+            match &below.tokens {
+                Tokens::Sparse(ids) => ids.iter().for_each(|&id| add(id, &mut bits)),
+                Tokens::Dense(dense) => bits.iter_mut().zip(dense).for_each(|(b, d)| *b |= d),
+            }
+            pending.extend(
+                below
+                    .cd_classes
+                    .iter()
+                    .map(|inner| (nxt.clone(), inner.clone())),
+            );
+        }
+    }
+    Ok(bits)
+}
