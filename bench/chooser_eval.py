@@ -18,14 +18,17 @@ from gridrail.ask import RANKING
 
 ORDERINGS = {
     "runs, rows, ended, agree, order (before coverage)": ("runs", "rows", "ended", "agree"),
-    "runs, rows, ended, agree, coverage, order (ask)": RANKING,
+    "runs, rows, ended, agree, coverage, order (session 8)": (
+        "runs", "rows", "ended", "agree", "coverage",
+    ),
     "runs, rows, ended, coverage, agree, order": ("runs", "rows", "ended", "coverage", "agree"),
     "runs, rows, coverage, ended, agree, order": ("runs", "rows", "coverage", "ended", "agree"),
+    "runs, ended, rows, agree, coverage, order (ask)": RANKING,
+    "runs, ended, agree, coverage, order": ("runs", "ended", "agree", "coverage"),
+    "runs, ended, order (greedy first)": ("runs", "ended"),
     "runs, rows, ended, agree, confidence, order": ("runs", "rows", "ended", "agree", "confidence"),
-    "runs, rows, ended, confidence, order": ("runs", "rows", "ended", "confidence"),
     "runs, ended, agree, confidence, order": ("runs", "ended", "agree", "confidence"),
     "runs, ended, confidence, order": ("runs", "ended", "confidence"),
-    "runs, confidence, order": ("runs", "confidence"),
 }  # fmt: skip
 
 

@@ -111,3 +111,9 @@ def test_coverage_counts_the_questions_words_the_statements_names_hold() -> None
     # an alias or a string is no name of the schema: it speaks to nothing
     assert index.coverage(question, "SELECT 1 AS department FROM orders;") == 0
     assert index.coverage("", "SELECT dept FROM employees;") == 0
+    # an invented name made of schema words is no schema name either (it used to count)
+    invented = "SELECT COUNT(*) AS employees_dept FROM orders;"
+    assert index.coverage(question, invented) == index.coverage(question, "SELECT 1 FROM orders;")
+    # quoted and differently cased names are the same names
+    quoted = 'SELECT "Dept", COUNT(*) FROM [employees] GROUP BY "Dept";'
+    assert index.coverage(question, quoted) == by_dept

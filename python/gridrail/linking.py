@@ -22,6 +22,8 @@ from gridrail.policy.view import SchemaView
 
 TABLE_WEIGHT = 3  # a question naming a table's own word is stronger evidence than a column's
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")  # OrderItems → Order, Items; ID → ID
+# an identifier as SQL writes it: bare, or inside "…", `…` or […] (the name is the inside)
+_IDENTIFIER = re.compile(r'[A-Za-z_][A-Za-z0-9_$]*|"((?:[^"]|"")+)"|`((?:[^`]|``)+)`|\[([^\]]+)\]')
 # fmt: off
 _STOP = frozenset((
     "the", "and", "for", "are", "was", "were", "with", "what", "which", "who", "whom", "whose",
@@ -56,6 +58,10 @@ class TableIndex:
         tables_with = Counter(
             s for own, cols in zip(self._own, self._columns, strict=True) for s in own | cols
         )
+        # every visible table's and column's name, case folded, with its stems
+        self._names = {t.name.lower(): own for t, own in zip(self.tables, self._own, strict=True)}
+        for t in self.tables:
+            self._names.update((c.name.lower(), stems(c.name)) for c in view.columns(t))
         n = len(self.tables)
         # a stem few tables hold tells more than `name`, which most do (inverse document
         # frequency, tables as the documents)
@@ -66,11 +72,20 @@ class TableIndex:
         weight of a schema name's stem written in `statement` that is the same word or its
         abbreviation (`dept` for department). Candidates that run are told apart by it: of
         answers that run, the one about the question."""
-        written = [s for s in stems(statement) if s in self._weight]  # the schema's names
+        written = self._written(statement)
         return sum(
             max((self._weight[w] for w in written if w == q or _abbreviates(w, q)), default=0.0)
             for q in stems(question)
         )
+
+    def _written(self, statement: str) -> set[str]:
+        """The stems of the schema names `statement` writes — not of the names it invents
+        (`COUNT(*) AS active_customers` speaks to no column `active`)."""
+        out: set[str] = set()
+        for match in _IDENTIFIER.finditer(statement):
+            name = next((g for g in match.groups() if g is not None), match.group())
+            out.update(self._names.get(name.lower(), ()))
+        return out
 
     def score(self, asked: frozenset[str], i: int) -> float:
         """How much table i's name and its columns' names share with the question's stems,
