@@ -60,6 +60,8 @@ Metrics (per arm, on its final statement), in the table's order.
     else as a multiset of rows. Rows are compared as tuples in column order (no column
     permutation), values by Python equality (1 == 1.0; floats exactly). Denominator: questions
     whose gold query executes (gold failures are counted and listed, not scored).
+  - EX where the gold result has rows: the same, over the questions whose gold result is not
+    empty (any statement that returns nothing matches an empty one, garbage included).
   - truncated: unconstrained, `--max-tokens` tokens without EOS; constrained, the final
     generation's stop is "reserve" (the budget trigger wrote the ending).
   - SQLite prepares: the independent referee of validity. SQLite itself compiles the statement
@@ -485,6 +487,14 @@ def summarize(rows: Sequence[dict]) -> dict[str, dict[str, float | int | None]]:
         scored = [a["correct"] for a in results if a["correct"] is not None]
         m["scored"] = len(scored)
         m["correct"] = 100.0 * sum(scored) / len(scored) if scored else None
+        # an empty gold result is matched by any statement that returns nothing, garbage too
+        with_rows = [
+            a["correct"]
+            for r in rows
+            if r.get("gold_rows") and (a := r.get("arms", {}).get(arm)) and a["correct"] is not None
+        ]
+        m["scored_rows"] = len(with_rows)
+        m["correct_rows"] = 100.0 * sum(with_rows) / len(with_rows) if with_rows else None
         m["tokens"] = sum(a["tokens"] for a in results) / n
         m["repairs"] = sum(bool(a.get("repaired")) for a in results)
         stops = [a.get("stops") for a in results]
@@ -538,6 +548,7 @@ def markdown_table(summary: dict[str, dict]) -> str:
             f"| questions | {cells(num('questions', 'd'))} |",
             *percentages(_LEAD_METRICS),
             f"| execution accuracy (EX) | {cells(_accuracy)} |",
+            f"| EX where the gold result has rows | {cells(_accuracy_with_rows)} |",
             *percentages(_TRUNCATED),
             *percentages(_REFEREE_METRICS),
             f"| mean tokens per question | {cells(num('tokens', '.1f'))} |",
@@ -552,11 +563,15 @@ def markdown_table(summary: dict[str, dict]) -> str:
     )
 
 
-def _accuracy(m: dict) -> str:
-    if m.get("correct") is None:
+def _accuracy(m: dict, correct: str = "correct", scored: str = "scored") -> str:
+    if m.get(correct) is None:
         return "—"
-    hits = round(m["correct"] * m["scored"] / 100)
-    return f"{m['correct']:.1f}% ({hits}/{m['scored']})"
+    hits = round(m[correct] * m[scored] / 100)
+    return f"{m[correct]:.1f}% ({hits}/{m[scored]})"
+
+
+def _accuracy_with_rows(m: dict) -> str:
+    return _accuracy(m, "correct_rows", "scored_rows")
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -254,6 +254,7 @@ def test_summarize_and_table() -> None:
     rows = [
         {
             "kind": "question",
+            "gold_rows": 0,  # any statement that returns nothing matches it
             "arms": {
                 "unconstrained": _arm(guard_seconds=None, truncated=True, tokens=30),
                 "constrained": _arm(prepares=False),
@@ -264,6 +265,7 @@ def test_summarize_and_table() -> None:
         },
         {
             "kind": "question",
+            "gold_rows": 3,
             "arms": {
                 "unconstrained": _arm(
                     guard_seconds=None, parses=False, executes=False, correct=False, tokens=10
@@ -277,6 +279,9 @@ def test_summarize_and_table() -> None:
     free, con, rep = s["unconstrained"], s["constrained"], s["constrained+repair"]
     assert free["questions"] == 2 and free["parses"] == 50.0 and free["executes"] == 50.0
     assert free["correct"] == 50.0 and free["scored"] == 2 and free["truncated"] == 50.0
+    # where the gold has rows, only the second question counts: the first was right on nothing
+    assert (free["correct_rows"], free["scored_rows"]) == (0.0, 1)
+    assert con["correct_rows"] is None and con["scored_rows"] == 0
     assert free["tokens"] == 20.0 and free["guard_ms_per_token"] is None
     assert free["model_ms_per_call"] == pytest.approx(100.0)
     assert con["correct"] == 100.0 and con["scored"] == 1 and con["clean"] == 50.0
@@ -291,6 +296,7 @@ def test_summarize_and_table() -> None:
     lines = table.splitlines()
     assert lines[0] == "| metric | unconstrained | constrained | constrained+repair |"
     assert "| execution accuracy (EX) | 50.0% (1/2) | 100.0% (1/1) | 100.0% (1/1) |" in lines
+    assert "| EX where the gold result has rows | 0.0% (0/1) | — | — |" in lines
     assert "| SQLite prepares (EXPLAIN on the database) | 100.0% | 50.0% | 100.0% |" in lines
     assert "| repairs triggered | — | — | 1 |" in lines
     assert "| guard ms per token | — | 10.00 | 13.33 |" in lines
@@ -303,10 +309,11 @@ def test_the_table_leads_with_what_matters() -> None:
     lines = ev.markdown_table(ev.summarize([row])).splitlines()
     assert lines[0].endswith("| constrained+candidates (K=4) |")
     labels = [line.split(" | ")[0].removeprefix("| ") for line in lines[2:]]
-    assert labels[:8] == [
+    assert labels[:9] == [
         "questions",
         "executes",
         "execution accuracy (EX)",
+        "EX where the gold result has rows",
         "truncated",
         "SQLite prepares (EXPLAIN on the database)",
         "mean tokens per question",
