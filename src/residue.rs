@@ -575,3 +575,106 @@ pub fn cd_residue(
     }
     Ok(bits)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// S -> a (production 0), $START -> S (1); terminals a = 0, $END = 1. State 0 shifts a to
+    /// 1 and goes to 2 on S; state 1 reduces S -> a on $END; state 2 accepts.
+    fn lr() -> LrTables {
+        let action = vec![
+            HashMap::from([(0, 1)]),
+            HashMap::from([(1, -1)]),
+            HashMap::from([(1, ACCEPT)]),
+        ];
+        let goto = vec![HashMap::from([(0, 2)]), HashMap::new(), HashMap::new()];
+        LrTables::new(action, goto, vec![(0, 1), (1, 1)], 1, 1).unwrap()
+    }
+
+    /// One terminal `a` (bit 0): state 0 start, 1 after `a` (accepts).
+    fn scanner() -> ScannerTable {
+        let mut trans = vec![-1; 2 * ALPHABET];
+        trans[b'a' as usize] = 1;
+        ScannerTable::new(trans, 1, vec![0b1, 0b1], vec![0, 0b1]).unwrap()
+    }
+
+    #[test]
+    fn the_simulation_reads_through_reduce_chains() {
+        let lr = lr();
+        assert_eq!(lr.shiftable(&[0]).unwrap(), vec![0b1]);
+        // after `a` only $END may come (reduce S -> a, then accept): no terminal is shiftable
+        assert_eq!(lr.shiftable(&[0, 1]).unwrap(), vec![0]);
+        assert_eq!(lr.shift(&[0], 0).unwrap(), vec![0, 1]);
+        assert!(lr.shift(&[0, 1], 0).is_err());
+    }
+
+    #[test]
+    fn a_byte_that_would_start_a_second_statement_is_not_viable() {
+        let (scanner, lr, ignored) = (scanner(), lr(), [0u64]);
+        let mut memo = StepMemo::new(16);
+        let mut stepper = Stepper::new(&scanner, &lr, &ignored, 0, &mut memo);
+        let start = Config {
+            stack: vec![0],
+            scan_state: 0,
+            lexeme_length: 0,
+            accept_state: -1,
+            tail: vec![],
+        };
+        let after_a = stepper.step(&start, b'a').unwrap().unwrap();
+        assert_eq!(
+            (
+                after_a.scan_state,
+                after_a.lexeme_length,
+                after_a.accept_state
+            ),
+            (1, 1, 1)
+        );
+        // `aa`: `a` is emitted, then a second `a` can follow nothing
+        assert_eq!(stepper.step(&after_a, b'a').unwrap(), None);
+    }
+
+    #[test]
+    fn the_residue_admits_what_the_live_stack_can_take() {
+        // tokens `a` (0) and `aa` (1): from the start, `aa`'s second byte is a CD class
+        let trie = TrieTable::new(
+            vec![-1, b'a' as i32, b'a' as i32],
+            vec![0, 1, 2],
+            vec![3, 2, 1],
+            vec![-1, 0, 1],
+            HashMap::new(),
+        )
+        .unwrap();
+        let (scanner, lr, ignored) = (scanner(), lr(), [0u64]);
+        let start = Config {
+            stack: vec![0],
+            scan_state: 0,
+            lexeme_length: 0,
+            accept_state: -1,
+            tail: vec![],
+        };
+        let begin = Start {
+            scan_state: 0,
+            lexeme_length: 0,
+            accept_state: -1,
+            tail: b"",
+        };
+        let walked = walk(&scanner, &trie, &begin, &[0b1], 0, 8).unwrap();
+        assert_eq!(walked.ci_nodes, vec![1]);
+        assert_eq!(walked.cd_classes.len(), 1);
+        let mut memo = WalkMemo::new(16);
+        let bits = cd_residue(
+            &scanner,
+            &lr,
+            &ignored,
+            0,
+            &mut memo,
+            &trie,
+            &start,
+            walked.cd_classes,
+            8,
+        )
+        .unwrap();
+        assert_eq!(bits, vec![0, 0, 0, 0]); // `aa` would need a second statement
+    }
+}

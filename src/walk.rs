@@ -407,31 +407,28 @@ mod tests {
         assert!(w.cd_classes.is_empty());
     }
 
+    /// The CD class at `node`, reached after `a` was read (and accepted as a+).
+    fn after_a(node: u32) -> CdClass {
+        CdClass {
+            node,
+            scan_state: 1,
+            lexeme_length: 1,
+            accept_state: 1,
+            tail: vec![],
+        }
+    }
+
     #[test]
     fn a_terminal_outside_the_allowed_set_prunes_or_defers() {
         // only `ab` allowed: `a` stays viable (ab is live); `aa` is not by rule (i) (only a+ is
         // live there), but it may be by rule (ii) after the accept of `a`: the stack decides
         let w = super::walk(&scanner(), &trie(), &start(), &[0b01], 0, 1024).unwrap();
         assert_eq!(w.ci_nodes, vec![1, 3]);
-        let cd = CdClass {
-            node: 2,
-            scan_state: 1,
-            lexeme_length: 1,
-            accept_state: 1,
-            tail: vec![],
-        };
-        assert_eq!(w.cd_classes, vec![cd]);
+        assert_eq!(w.cd_classes, vec![after_a(2)]);
         // only a+ allowed: after `a` the byte `b` kills the lexeme at an accept of a+: CD
         let w = super::walk(&scanner(), &trie(), &start(), &[0b10], 0, 1024).unwrap();
         assert_eq!(w.ci_nodes, vec![1, 2]);
-        let cd = CdClass {
-            node: 3,
-            scan_state: 1,
-            lexeme_length: 1,
-            accept_state: 1,
-            tail: vec![],
-        };
-        assert_eq!(w.cd_classes, vec![cd]);
+        assert_eq!(w.cd_classes, vec![after_a(3)]);
     }
 
     #[test]
