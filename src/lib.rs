@@ -310,25 +310,24 @@ mod bindings {
         }
     }
 
-    fn memo_capacity(memo: &residue::WalkMemo) -> usize {
-        memo.capacity()
-    }
-
     /// `cd_residue(memo, scanner, lr, trie, ignored, start_scan, stack, scan_state, lexeme_length,
     /// accept_state, tail, classes, vocab_size) -> bytes`: `_cd_residue` — the tokens of the
     /// CD `classes` (as `WalkScanner.walk` returns them) that the live configuration (its
     /// stack's states bottom to top, its pending lexeme) admits, as little-endian bits. The GIL
     /// is released.
-    /// `WalkMemo(capacity)`: the walks below CD nodes that `cd_residue` keeps across calls
-    /// (one per guide: a walk is a function of its key for one scanner and trie).
+    /// `WalkMemo(capacity, max_bytes)`: the walks below CD nodes and the step facts that
+    /// `cd_residue` keeps across calls (one per guide: each is a function of its key for one
+    /// scanner, LR table and trie), at most `capacity` entries a table and `max_bytes` of walks.
     #[pyclass(name = "WalkMemo", module = "gridrail._kernels", frozen)]
     struct PyWalkMemo(std::sync::Mutex<residue::WalkMemo>);
 
     #[pymethods]
     impl PyWalkMemo {
         #[new]
-        fn new(capacity: usize) -> Self {
-            Self(std::sync::Mutex::new(residue::WalkMemo::new(capacity)))
+        fn new(capacity: usize, max_bytes: usize) -> Self {
+            Self(std::sync::Mutex::new(residue::WalkMemo::new(
+                capacity, max_bytes,
+            )))
         }
 
         fn __len__(&self) -> usize {
@@ -398,7 +397,7 @@ mod bindings {
                 // a poisoned memo (a panic elsewhere) is only a cache: start it over
                 let mut memo = memo.0.lock().unwrap_or_else(|poisoned| {
                     let mut memo = poisoned.into_inner();
-                    *memo = residue::WalkMemo::new(memo_capacity(&memo));
+                    *memo = residue::WalkMemo::new(memo.capacity(), memo.max_bytes());
                     memo
                 });
                 residue::cd_residue(

@@ -461,33 +461,68 @@ impl<'a> Stepper<'a> {
 /// set, the root).
 type WalkKey = (i32, u32, i32, Vec<u8>, Vec<u64>, usize);
 
-/// The walks below CD nodes and the step facts (`StepMemo`), kept across residues (the
-/// reference reads the walks from the guide's T1 cache): a walk is a function of its key, so a kept one is the walk. Emptied when full.
-pub struct WalkMemo {
-    walks: FxHashMap<WalkKey, Arc<Walk>>,
-    steps: StepMemo,
+/// Walks below CD nodes, by key: emptied when they reach `capacity` entries or `max_bytes`
+/// (a walk's token ids or bits, CI nodes and CD classes), so memory stays bounded.
+struct WalkStore {
+    map: FxHashMap<WalkKey, Arc<Walk>>,
     capacity: usize,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl WalkStore {
+    fn keep(&mut self, key: WalkKey, walk: Arc<Walk>) {
+        let tokens = match &walk.tokens {
+            Tokens::Sparse(ids) => ids.len() * 4,
+            Tokens::Dense(bits) => bits.len(),
+        };
+        let classes: usize = walk.cd_classes.iter().map(|cd| 24 + cd.tail.len()).sum();
+        let size = tokens + walk.ci_nodes.len() * 4 + classes;
+        if self.map.len() >= self.capacity || self.bytes + size > self.max_bytes {
+            self.map.clear();
+            self.bytes = 0;
+        }
+        self.bytes += size;
+        self.map.insert(key, walk);
+    }
+}
+
+/// The walks below CD nodes and the step facts (`StepMemo`), kept across residues (the
+/// reference reads the walks from the guide's T1 cache): each is a function of its key, so a
+/// kept one is the one that would be computed.
+pub struct WalkMemo {
+    walks: WalkStore,
+    steps: StepMemo,
 }
 
 impl WalkMemo {
-    pub fn new(capacity: usize) -> Self {
-        Self {
-            walks: FxHashMap::default(),
-            steps: StepMemo::new(capacity),
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
+        let walks = WalkStore {
+            map: FxHashMap::default(),
             capacity,
+            bytes: 0,
+            max_bytes,
+        };
+        Self {
+            walks,
+            steps: StepMemo::new(capacity),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.walks.len()
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
+        self.walks.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.walks.is_empty()
+        self.walks.map.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.walks.capacity
+    }
+
+    pub fn max_bytes(&self) -> usize {
+        self.walks.max_bytes
     }
 }
 
@@ -506,7 +541,6 @@ pub fn cd_residue(
     vocab_size: usize,
 ) -> Result<Vec<u8>, WalkError> {
     let walks = &mut memo.walks;
-    let capacity = memo.capacity;
     let mut stepper = Stepper::new(scanner, lr, ignored, start_scan, &mut memo.steps);
     let stepper = &mut stepper;
     let mut bits = vec![0u8; vocab_size.div_ceil(32) * 4];
@@ -546,7 +580,7 @@ pub fn cd_residue(
                 v,
                 node,
             );
-            let below = match walks.get(&key) {
+            let below = match walks.map.get(&key) {
                 Some(found) => found.clone(),
                 None => {
                     let made = Arc::new(walk(
@@ -557,7 +591,7 @@ pub fn cd_residue(
                         node,
                         vocab_size,
                     )?);
-                    bounded_insert(walks, capacity, key, made.clone());
+                    walks.keep(key, made.clone());
                     made
                 }
             };
@@ -662,7 +696,7 @@ mod tests {
         let walked = walk(&scanner, &trie, &begin, &[0b1], 0, 8).unwrap();
         assert_eq!(walked.ci_nodes, vec![1]);
         assert_eq!(walked.cd_classes.len(), 1);
-        let mut memo = WalkMemo::new(16);
+        let mut memo = WalkMemo::new(16, 1 << 20);
         let bits = cd_residue(
             &scanner,
             &lr,

@@ -59,3 +59,41 @@ class WalkScanner:
         """`walk_context_independent` then `ci_tokens` from a normalized scan part: (CI nodes
         as uint32 bytes, CI tokens as uint32 ids or, when `dense`, bits, dense, CD classes as
         (node, scan state, lexeme length, accept state, tail))."""
+
+@final
+class LrTable:
+    """`gridrail.grammar.lalr.LalrTables`' rows for `cd_residue`."""
+
+    def __init__(
+        self,
+        action: list[dict[int, int]],
+        goto: list[dict[int, int]],
+        productions: list[tuple[int, int]],
+        end: int,
+        words: int,
+    ) -> None: ...
+
+@final
+class WalkMemo:
+    """What `cd_residue` keeps across calls for one guide (bounded)."""
+
+    def __init__(self, capacity: int, max_bytes: int) -> None: ...
+    def __len__(self) -> int: ...
+
+def cd_residue(
+    memo: WalkMemo,
+    scanner: WalkScanner,
+    lr: LrTable,
+    trie: TrieTable,
+    ignored: bytes,
+    start_scan: int,
+    stack: list[int],
+    scan_state: int,
+    lexeme_length: int,
+    accept_state: int,
+    tail: bytes,
+    classes: list[tuple[int, int, int, int, bytes]],
+    vocab_size: int,
+) -> bytes:
+    """`gridrail.mask.compute._cd_residue`: the tokens of the CD `classes` that the live
+    configuration (its stack's states bottom to top, its pending lexeme) admits, as bits."""

@@ -64,8 +64,9 @@ WalkRunner = Callable[["Configuration", int], "tuple[WalkResult, bytes | array]"
 ResidueRunner = Callable[["Configuration", "WalkResult"], "bytes | array"]
 
 
-# Walks below CD nodes the residue kernel keeps per guide (the reference reads them from T1)
-WALKS_BELOW = 4096
+# Walks below CD nodes the residue kernel keeps per guide (the reference reads them from T1),
+# and its other facts: entries per table, and bytes of walks
+WALKS_BELOW, WALKS_BELOW_BYTES = 4096, 32 << 20
 
 
 class MaskRunners(NamedTuple):
@@ -117,7 +118,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
     ignored = oracle.ignored_mask
     ignored_words = _words_of(ignored, words)
     start_scan = compiled.scanner.start
-    memo = rust.WalkMemo(WALKS_BELOW)
+    memo = rust.WalkMemo(WALKS_BELOW, WALKS_BELOW_BYTES)
 
     def walk(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
         # the reference's normalization: the pending length as 0 or 1, no tail without accept
