@@ -15,7 +15,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from gridrail.grammar.compiled import CompiledGrammar
     from gridrail.grammar.dfa import ByteDFA
     from gridrail.grammar.names import NameSet
     from gridrail.grammar.scanner import ScannerAutomaton
@@ -102,7 +101,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         compiled.scanner.transitions.tobytes(),
         words,
         _words_per_state(live, words),
-        _words_per_state([_top_class(compiled, a) for a in accept], words),
+        _words_per_state([compiled.top_class(a) for a in accept], words),
     )
     table = rust.TrieTable(
         trie.edge_byte.tobytes(),
@@ -152,17 +151,6 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         return admitted.frozen()
 
     return MaskRunners(walk, residue)
-
-
-def _top_class(compiled: CompiledGrammar, accept: int) -> int:
-    """The terminals of `accept` in its top shadowing class: `compiled.winner(accept, v)` is
-    the lowest of them in v."""
-    classes = compiled.classes
-    members = [i for i in range(len(classes)) if (accept >> i) & 1]
-    if not members:
-        return 0
-    top = max(classes[i] for i in members)
-    return sum(1 << i for i in members if classes[i] == top)
 
 
 def _words_of(mask: int, words: int) -> bytes:

@@ -35,12 +35,18 @@ class CompiledGrammar:
     def winner(self, candidates: int, allowed: int) -> int:
         """The terminal a finished lexeme becomes: the lowest index of the top class among
         `candidates` that is also in `allowed` (bit masks); -1 if the top class has none."""
+        both = self.top_class(candidates) & allowed
+        return (both & -both).bit_length() - 1
+
+    def top_class(self, candidates: int) -> int:
+        """The members of `candidates` (a bit mask) in their top shadowing class, as a bit
+        mask (0 for none)."""
         classes = self.classes
         members = [i for i in range(len(classes)) if (candidates >> i) & 1]
         if not members:
-            return -1
+            return 0
         top = max(classes[i] for i in members)
-        return next((i for i in members if classes[i] == top and (allowed >> i) & 1), -1)
+        return sum(1 << i for i in members if classes[i] == top)
 
     @cached_property
     def terminal_names(self) -> tuple[str, ...]:
