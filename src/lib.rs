@@ -311,10 +311,11 @@ mod bindings {
     }
 
     /// `cd_residue(memo, scanner, lr, trie, ignored, start_scan, stack, scan_state, lexeme_length,
-    /// accept_state, tail, classes, vocab_size) -> bytes`: `_cd_residue` — the tokens of the
-    /// CD `classes` (as `WalkScanner.walk` returns them) that the live configuration (its
-    /// stack's states bottom to top, its pending lexeme) admits, as little-endian bits. The GIL
-    /// is released.
+    /// accept_state, tail, classes, vocab_size, ids_below) -> (tokens, dense)`: `_cd_residue`
+    /// — the tokens of the CD `classes` (as `WalkScanner.walk` returns them) that the live
+    /// configuration (its stack's states bottom to top, its pending lexeme) admits: as uint32
+    /// ids, ascending, when fewer than `ids_below`, else (`dense`) as little-endian bits. The
+    /// GIL is released.
     /// `WalkMemo(capacity, max_bytes)`: the walks below CD nodes and the step facts that
     /// `cd_residue` keeps across calls (one per guide: each is a function of its key for one
     /// scanner, LR table and trie), at most `capacity` entries a table and `max_bytes` of walks.
@@ -352,7 +353,8 @@ mod bindings {
         tail: &[u8],
         classes: Vec<(u32, i32, u32, i32, Vec<u8>)>,
         vocab_size: usize,
-    ) -> PyResult<Py<PyBytes>> {
+        ids_below: usize,
+    ) -> PyResult<(Py<PyBytes>, bool)> {
         let ignored = ne_u64s(ignored, "ignored set")?;
         if stack.is_empty() || ignored.len() != scanner.0.words() {
             return Err(PyValueError::new_err(
@@ -406,7 +408,15 @@ mod bindings {
                 )
             })
             .map_err(walk_error)?;
-        Ok(PyBytes::new(py, &bits).unbind())
+        // `TokenSet.frozen`'s encoding: the ids when fewer than `ids_below`, else the bits
+        let count: u32 = bits.iter().map(|b| b.count_ones()).sum();
+        if (count as usize) >= ids_below {
+            return Ok((PyBytes::new(py, &bits).unbind(), true));
+        }
+        let ids: Vec<u32> = (0..bits.len() as u32 * 8)
+            .filter(|&id| bits[(id >> 3) as usize] >> (id & 7) & 1 == 1)
+            .collect();
+        Ok((ne_bytes(py, &ids, u32::to_ne_bytes), false))
     }
 
     #[pymodule]

@@ -94,6 +94,8 @@ def cd_residue(
     tail: bytes,
     classes: list[tuple[int, int, int, int, bytes]],
     vocab_size: int,
-) -> bytes:
+    ids_below: int,
+) -> tuple[bytes, bool]:
     """`gridrail.mask.compute._cd_residue`: the tokens of the CD `classes` that the live
-    configuration (its stack's states bottom to top, its pending lexeme) admits, as bits."""
+    configuration (its stack's states bottom to top, its pending lexeme) admits — uint32 ids
+    when fewer than `ids_below`, else (dense) bits."""

@@ -77,7 +77,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
     """The two halves of a mask: the walk (Rust ``WalkScanner.walk``, one call per walk with
     the GIL released, or the reference `walk_context_independent` then `ci_tokens`) and the CD
     residue (Rust ``cd_residue``, one call per residue, or None for the reference)."""
-    from gridrail.mask.bitmask import TokenSet
+    from gridrail.mask.bitmask import FROZEN_IDS_BELOW
     from gridrail.mask.walk import (
         CDClass,
         ScanPart,
@@ -142,13 +142,15 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
             for cd in walked.cd_classes
             for b in (cd.before,)
         ]
-        bits = rust.cd_residue(
+        tokens, dense = rust.cd_residue(
             memo, scanner, lr, table, ignored_words, start_scan, cfg.stack.states(), cfg.scan_state,
-            cfg.lexeme_length, cfg.accept_state, cfg.tail, classes, vocab_size,
+            cfg.lexeme_length, cfg.accept_state, cfg.tail, classes, vocab_size, FROZEN_IDS_BELOW,
         )  # fmt: skip
-        admitted = TokenSet(vocab_size)
-        admitted.bits[:] = bits
-        return admitted.frozen()
+        if dense:  # as `TokenSet.frozen` encodes a set
+            return tokens
+        ids = array("I")
+        ids.frombytes(tokens)
+        return ids
 
     return MaskRunners(walk, residue)
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 import numpy as np
 
 # From this many ids on, setting them with numpy beats one interpreted bit operation per id
-# (measured break-even: ~50 on the development host).
-_NUMPY_FROM = 48
+# (measured break-even: ~50 on the development host); so a frozen set of fewer is its ids.
+_NUMPY_FROM = FROZEN_IDS_BELOW = 48
 
 
 def words_per_row(vocab_size: int) -> int:
@@ -66,7 +66,7 @@ class TokenSet:
         are few (set one by one), else its bits (one vectorized OR)."""
         flags = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little")
         positions = np.flatnonzero(flags)
-        if len(positions) >= _NUMPY_FROM:
+        if len(positions) >= FROZEN_IDS_BELOW:
             return bytes(self.bits)
         ids = array("I")
         ids.frombytes(positions.astype(ids.typecode).tobytes())
