@@ -376,7 +376,7 @@ mod bindings {
             return Err(PyValueError::new_err("a state or node outside its table"));
         }
         let live = residue::Config {
-            stack,
+            stack: stack.into(),
             scan_state,
             lexeme_length,
             accept_state,

@@ -154,7 +154,7 @@ impl LrTables {
     }
 
     /// `LRMachine.shift`: the reduce chain for `terminal`, then its push.
-    fn shift(&self, stack: &[u32], terminal: u32) -> Result<Vec<u32>, WalkError> {
+    fn shift(&self, stack: &[u32], terminal: u32) -> Result<Stack, WalkError> {
         let mut stack = stack.to_vec();
         loop {
             let state = *stack.last().expect("a stack has its root");
@@ -163,7 +163,7 @@ impl LrTables {
             })?;
             if mv >= 0 {
                 stack.push(mv as u32);
-                return Ok(stack);
+                return Ok(stack.into());
             }
             let (lhs, length) = self.productions[(-1 - mv) as usize];
             if length as usize >= stack.len() {
@@ -178,10 +178,14 @@ impl LrTables {
     }
 }
 
+/// A stack's states, bottom to top, shared: configurations that only move the pending lexeme
+/// hold the same stack (the reference shares its interned nodes).
+pub type Stack = Arc<[u32]>;
+
 /// A configuration (`Configuration`): the stack's states and the pending lexeme.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Config {
-    pub stack: Vec<u32>,
+    pub stack: Stack,
     pub scan_state: i32,
     pub lexeme_length: u32,
     pub accept_state: i32,
@@ -192,8 +196,8 @@ pub struct Config {
 /// (for one scanner and LR table), kept across residues; a table is emptied when it reaches
 /// `capacity` entries, so memory stays bounded.
 pub struct StepMemo {
-    allowed: FxHashMap<Vec<u32>, Vec<u64>>,
-    closings: FxHashMap<(Vec<u32>, i32, Vec<u8>), Option<Config>>,
+    allowed: FxHashMap<Stack, Vec<u64>>,
+    closings: FxHashMap<(Stack, i32, Vec<u8>), Option<Config>>,
     after_kill: FxHashMap<(i32, i32), (Vec<u64>, Vec<u8>)>,
     capacity: usize,
 }
@@ -248,8 +252,8 @@ impl<'a> Stepper<'a> {
     }
 
     /// A(σ) ∪ ignored: `allowed_mask(stack) | ignored`.
-    fn v(&mut self, stack: &[u32]) -> Result<Vec<u64>, WalkError> {
-        if let Some(found) = self.memo.allowed.get(stack) {
+    fn v(&mut self, stack: &Stack) -> Result<Vec<u64>, WalkError> {
+        if let Some(found) = self.memo.allowed.get(&**stack) {
             return Ok(found.clone());
         }
         let mut mask = self.lr.shiftable(stack)?;
@@ -259,7 +263,7 @@ impl<'a> Stepper<'a> {
         bounded_insert(
             &mut self.memo.allowed,
             self.memo.capacity,
-            stack.to_vec(),
+            stack.clone(),
             mask.clone(),
         );
         Ok(mask)
@@ -277,13 +281,13 @@ impl<'a> Stepper<'a> {
         self.ignored[terminal as usize / 64] >> (terminal % 64) & 1 == 1
     }
 
-    fn emit(&mut self, stack: &[u32], accept_state: i32) -> Result<Option<Vec<u32>>, WalkError> {
+    fn emit(&mut self, stack: &Stack, accept_state: i32) -> Result<Option<Stack>, WalkError> {
         let v = self.v(stack)?;
         let Some(terminal) = self.winner(accept_state, &v) else {
             return Ok(None);
         };
         if self.is_ignored(terminal) {
-            return Ok(Some(stack.to_vec()));
+            return Ok(Some(stack.clone()));
         }
         self.lr.shift(stack, terminal).map(Some)
     }
@@ -309,7 +313,7 @@ impl<'a> Stepper<'a> {
         }
     }
 
-    fn rescan(&mut self, stack: Vec<u32>, data: &[u8]) -> Result<Option<Config>, WalkError> {
+    fn rescan(&mut self, stack: Stack, data: &[u8]) -> Result<Option<Config>, WalkError> {
         let mut cfg = Config {
             stack,
             scan_state: self.start_scan,
@@ -639,7 +643,7 @@ mod tests {
         assert_eq!(lr.shiftable(&[0]).unwrap(), vec![0b1]);
         // after `a` only $END may come (reduce S -> a, then accept): no terminal is shiftable
         assert_eq!(lr.shiftable(&[0, 1]).unwrap(), vec![0]);
-        assert_eq!(lr.shift(&[0], 0).unwrap(), vec![0, 1]);
+        assert_eq!(&*lr.shift(&[0], 0).unwrap(), &[0, 1]);
         assert!(lr.shift(&[0, 1], 0).is_err());
     }
 
@@ -649,7 +653,7 @@ mod tests {
         let mut memo = StepMemo::new(16);
         let mut stepper = Stepper::new(&scanner, &lr, &ignored, 0, &mut memo);
         let start = Config {
-            stack: vec![0],
+            stack: vec![0].into(),
             scan_state: 0,
             lexeme_length: 0,
             accept_state: -1,
@@ -681,7 +685,7 @@ mod tests {
         .unwrap();
         let (scanner, lr, ignored) = (scanner(), lr(), [0u64]);
         let start = Config {
-            stack: vec![0],
+            stack: vec![0].into(),
             scan_state: 0,
             lexeme_length: 0,
             accept_state: -1,
