@@ -41,6 +41,19 @@ class CompiledGrammar:
     def top_class(self, candidates: int) -> int:
         """The members of `candidates` (a bit mask) in their top shadowing class, as a bit
         mask (0 for none)."""
+        known = self._top_classes
+        top = known.get(candidates)
+        if top is None:
+            top = known[candidates] = self._top_class(candidates)
+        return top
+
+    @cached_property
+    def _top_classes(self) -> dict[int, int]:
+        # candidates are a scanner state's accept set: a scanner of 16,000 states (a catalog
+        # of 1,000 tables) has a few dozen distinct ones, each worked out once
+        return {}
+
+    def _top_class(self, candidates: int) -> int:
         classes = self.classes
         members = [i for i in range(len(classes)) if (candidates >> i) & 1]
         if not members:
