@@ -695,6 +695,7 @@ class Evaluator:
         prompt_examples: int = 0,
         candidate_temperature: float | None = None,  # None: `ask`'s default
         candidate_top_p: float | None = None,
+        alias_style: str = "tag",
     ):
         import gridrail as gr
         from gridrail.registry import shared_compiled_grammar
@@ -721,7 +722,11 @@ class Evaluator:
         self.prompt_examples = prompt_examples  # worked examples over the schema in the prompt
         self.gamma = gamma  # names declared in the statement tracked at the mask (issue 15)
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
-        self.profile = None if full_language else gr.GenerationProfile(needs_from=not from_optional)
+        self.profile = (
+            None
+            if full_language
+            else gr.GenerationProfile(needs_from=not from_optional, alias_style=alias_style)
+        )
         self.grammar = gr.Grammar.bundled("sqlite")
         self.dialect = shared_compiled_grammar(self.grammar)
         self._databases: dict[str, tuple] = {}
@@ -865,6 +870,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         SAMPLE_ROWS,
     )
     from gridrail.models import RUNTIMES, load_model
+    from gridrail.policy.profile import ALIAS_STYLES, GenerationProfile
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -908,6 +914,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="names declared in the statement tracked at the mask (Γ, issue 15): slots after "
         "FROM allow only names that bind, the select list's names are obligations of its FROM",
+    )
+    parser.add_argument(
+        "--alias-style",
+        choices=ALIAS_STYLES,
+        default=GenerationProfile().alias_style,
+        help="the strict profile's table aliases: tags (a letter then digits) or words "
+        f"(default: `ask`'s {GenerationProfile().alias_style})",
     )
     parser.add_argument(
         "--from-optional",
@@ -1005,6 +1018,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             replace(DEFAULT_LOOP_GUARD, repeats=args.loop_guard) if args.loop_guard else None
         ),
         from_optional=args.from_optional,
+        alias_style=args.alias_style,
         prompt_tables=args.prompt_tables or None,
         prompt_rows=args.prompt_rows,
         gamma=args.gamma,

@@ -366,7 +366,10 @@ def test_an_unrenamed_second_item_takes_no_keyword_shaped_alias() -> None:
     assert not matcher.accept_tokens(guide.trie.tokenize(b" ON"))
     assert not _accepts(guide, "SELECT 1 FROM employees JOIN employees ON1 ON ON1.id = 1;")
     lenient = hr_guide(
-        _vocab(), "auditor", gr.GenerationProfile(keyword_prefix_aliases=True), gamma=True
+        _vocab(),
+        "auditor",
+        gr.GenerationProfile(alias_style="word", keyword_prefix_aliases=True),
+        gamma=True,
     )
     assert _accepts(lenient, "SELECT 1 FROM employees JOIN employees ON1 ON ON1.id = 1;")
 

@@ -67,6 +67,11 @@ REFUSED = {
     "alias that starts WHERE": "SELECT wh.name FROM employees AS wh;",
     # Spider, under Γ: ON refused for an unaliased second item of one table, `ON1` an alias
     "alias that is a keyword and more": "SELECT on1.name FROM employees AS on1;",
+    # the demo's candidates, under Γ: WHERE refused while FROM owed a select-list name, the
+    # model's `WH` went on as an alias (`FROM employees WHO INNER JOIN ...`)
+    "word alias after a refused WHERE": "SELECT name FROM employees WHO;",
+    "3-letter table alias": "SELECT emp.name FROM employees AS emp;",
+    "alias with an underscore": "SELECT de_.name FROM employees AS de_;",
     # Spider: `COLLATE TABLERef_Locations` ran on (SQLite has BINARY, NOCASE and RTRIM only)
     "collation SQLite lacks": "SELECT name FROM employees ORDER BY name COLLATE TABLERef;",
 }
@@ -76,7 +81,7 @@ ACCEPTED = {
     "aliases T1": "SELECT T1.name, count(*) AS n FROM employees AS T1 GROUP BY T1.name;",
     "newline and indent": "SELECT name\nFROM employees\n        WHERE dept = 'eng';",
     "24-character column alias": f"SELECT name AS {ALIAS_24} FROM employees;",
-    "3-character table alias": "SELECT emp.name FROM employees AS emp;",
+    "3-character table alias": "SELECT t12.name FROM employees AS t12;",
     "one-letter table alias": "SELECT e.name FROM employees e;",
     "20-digit number": "SELECT name FROM employees WHERE id = 12345678901234567890;",
     "64-character string": f"SELECT name FROM employees WHERE dept = '{'x' * 62}';",
@@ -132,13 +137,23 @@ def test_comments_can_be_allowed_back() -> None:
         assert not _accepts(with_comments, REFUSED[still_refused])
 
 
-def test_aliases_that_start_a_keyword_can_be_allowed_back() -> None:
-    lenient = _small(gr.GenerationProfile(keyword_prefix_aliases=True))
+def test_word_aliases_and_those_that_start_a_keyword_can_be_allowed_back() -> None:
+    words = _small(gr.GenerationProfile(alias_style="word"))
+    assert _accepts(words, "SELECT emp.name FROM employees AS emp;")
+    assert _accepts(words, "SELECT name FROM employees WHO;")
+    assert not _accepts(words, "SELECT name FROM employees GRO;")
+    lenient = _small(gr.GenerationProfile(alias_style="word", keyword_prefix_aliases=True))
     assert _accepts(lenient, "SELECT name FROM employees GRO;")
     assert _accepts(lenient, "SELECT wh.name FROM employees AS wh;")
     assert _accepts(lenient, "SELECT on1.name FROM employees AS on1;")
-    assert "aliases<=3-kw" in _small().compiled.grammar.name
+    assert "aliases<=3-tag" in _small().compiled.grammar.name
+    assert "aliases<=3-kw" in words.compiled.grammar.name
     assert "aliases<=3," in lenient.compiled.grammar.name
+
+
+def test_an_unknown_alias_style_is_refused() -> None:
+    with pytest.raises(gr.UsageError, match="alias_style"):
+        gr.GenerationProfile(alias_style="any")
 
 
 def test_every_query_block_needs_from_and_can_be_allowed_back() -> None:
@@ -518,10 +533,13 @@ def test_profile_fields_are_checked() -> None:
     ):
         with pytest.raises(gr.UsageError):
             gr.GenerationProfile(**bad)
-    narrow = _hr_guide(_small_vocab(), gr.GenerationProfile(max_indent=2, max_name_length=3))
-    assert _accepts(narrow, "SELECT abc.name\n  FROM employees AS abc;")
+    narrow = _hr_guide(
+        _small_vocab(), gr.GenerationProfile(max_indent=2, max_name_length=3, max_alias_length=2)
+    )
+    assert _accepts(narrow, "SELECT t1.name AS abc\n  FROM employees AS t1;")
     assert not _accepts(narrow, "SELECT name\n   FROM employees;")
-    assert not _accepts(narrow, "SELECT name FROM employees AS abcd;")
+    assert not _accepts(narrow, "SELECT name AS abcd FROM employees;")
+    assert not _accepts(narrow, "SELECT name FROM employees AS t12;")
 
 
 def test_a_full_length_alias_a_keyword_takes_is_not_a_dead_end() -> None:
@@ -529,7 +547,7 @@ def test_a_full_length_alias_a_keyword_takes_is_not_a_dead_end() -> None:
     # prefix of a 3-character TABLE_ALIAS), yet no ending exists: AND cannot grow past the
     # alias bound and the keyword shadows it, so `gridrail ask` crashed in the reserve
     # (CompletionError). At full length the words keywords take are not aliases.
-    guide = _small()
+    guide = _small(gr.GenerationProfile(alias_style="word"))
     oracle = guide.oracle
     crashed = b"SELECT name FROM (\n  (\n  (\n    (\n      [Employees]\n      AND"
     assert oracle.try_feed(oracle.initial, crashed) is None
@@ -539,3 +557,14 @@ def test_a_full_length_alias_a_keyword_takes_is_not_a_dead_end() -> None:
         cfg = oracle.try_feed(oracle.initial, b"SELECT id FROM employees " + word)
         assert cfg is not None
         assert guide.completer.complete(cfg)
+
+
+def test_a_tag_alias_always_completes_and_no_keyword_is_one() -> None:
+    guide = _small()  # the default profile: tags
+    oracle = guide.oracle
+    for word in (b"e", b"T1", b"t12", b"o2"):
+        cfg = oracle.try_feed(oracle.initial, b"SELECT id FROM employees " + word)
+        assert cfg is not None, word
+        assert guide.completer.complete(cfg)
+    for word in (b"AN", b"WHO", b"t123", b"e_", b"1t"):
+        assert oracle.try_feed(oracle.initial, b"SELECT id FROM employees " + word) is None, word

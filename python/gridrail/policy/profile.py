@@ -38,6 +38,7 @@ from gridrail.policy.constructs import ConstructCatalogue, GenerationSurface
 from gridrail.policy.lexicon import Lexicon
 
 REFUSED = "REFUSED_"  # prefix of the twins' names
+ALIAS_STYLES = ("tag", "word")  # GenerationProfile.alias_style
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,13 @@ class GenerationProfile:
     (`T1`, `e`: an invented qualifier is otherwise an open text channel, bench/RESULTS.md);
     numbers of at most `max_number_length` characters and strings (quotes included) of at
     most `max_string_length`, single-quoted only; at most one space before the "(" of a call;
-    every query block with a FROM clause; no table alias that is the start of a keyword
-    (`GRO`, `WH`: where Γ refuses GROUP until the FROM clause names what the select list
-    used, the model's `GRO` became an alias and the statement ran off, bench/RESULTS.md).
-    `GenerationProfile(comments=True)` lets comments back in, `needs_from=False` query
-    blocks without FROM (`SELECT 1;`), `keyword_prefix_aliases=True` such aliases."""
+    every query block with a FROM clause; a table alias is a tag, a letter then digits (`T1`,
+    `e`, `o2`): where Γ refuses WHERE or GROUP until the FROM clause names what the select
+    list used, a word-shaped alias took the model's keyword (`GRO`, `WHO`, `WHC`) and the
+    statement ran off (bench/RESULTS.md). `GenerationProfile(comments=True)` lets comments
+    back in, `needs_from=False` query blocks without FROM (`SELECT 1;`),
+    `alias_style="word"` aliases of any identifier characters (none that is the start of a
+    keyword, `GRO` or `WH`, unless `keyword_prefix_aliases=True`)."""
 
     comments: bool = False
     needs_from: bool = True
@@ -63,8 +66,14 @@ class GenerationProfile:
     max_number_length: int = 20
     max_string_length: int = 64
     keyword_prefix_aliases: bool = False
+    alias_style: str = "tag"
 
     def __post_init__(self) -> None:
+        if self.alias_style not in ALIAS_STYLES:
+            raise UsageError(
+                f"GenerationProfile.alias_style must be one of {', '.join(ALIAS_STYLES)}: "
+                f"{self.alias_style!r}"
+            )
         for name, least in (
             ("max_indent", 0),
             ("max_name_length", 1),
@@ -84,7 +93,7 @@ class GenerationProfile:
         return (
             f"profile({comments},{source},indent<={self.max_indent},"
             f"names<={self.max_name_length},"
-            f"aliases<={self.max_alias_length}{'' if self.keyword_prefix_aliases else '-kw'},"
+            f"aliases<={self.max_alias_length}{self._alias_label},"
             f"numbers<={self.max_number_length},"
             f"strings<={self.max_string_length})"
         )
@@ -95,8 +104,16 @@ class GenerationProfile:
         return _bare(self.max_name_length)
 
     @property
+    def _alias_label(self) -> str:
+        if self.alias_style == "tag":
+            return "-tag"
+        return "" if self.keyword_prefix_aliases else "-kw"
+
+    @property
     def alias_name(self) -> str:
         """The regex of a table alias (and so of a qualifier that is no table): shorter."""
+        if self.alias_style == "tag":
+            return _tag(self.max_alias_length)
         return _bare(self.max_alias_length)
 
     @property
@@ -162,7 +179,7 @@ def _narrowed_patterns(
         patterns[name] = _unshadowed(grammar, name, profile.bare_name, length)
     for name in surface.table_aliases:
         length = profile.max_alias_length
-        prefixes = not profile.keyword_prefix_aliases
+        prefixes = profile.alias_style == "word" and not profile.keyword_prefix_aliases
         patterns[name] = _unshadowed(grammar, name, profile.alias_name, length, prefixes)
     for name, words in surface.fixed_names:  # SQLite has three collations, not any name
         patterns[name] = "(?i:" + "|".join(re.escape(w) for w in words) + ")"
@@ -279,6 +296,11 @@ def _unshadowed(grammar: Grammar, name: str, bare: str, length: int, prefixes: b
     if not excluded:
         return bare
     return f"(?!(?i:{'|'.join(excluded)})\\Z){bare}"
+
+
+def _tag(length: int) -> str:
+    """A letter then at most `length` - 1 digits: no keyword is spelled so."""
+    return f"[A-Za-z][0-9]{{0,{length - 1}}}"
 
 
 def _bare(length: int) -> str:
