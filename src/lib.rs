@@ -209,9 +209,9 @@ mod bindings {
         }
     }
 
-    /// `WalkScanner(transitions, words, live, top)`: the union scanner's int32 transitions and,
-    /// per state, its live terminals and the top shadowing class of its accepting ones, as
-    /// `words` native-endian uint64 words each.
+    /// `WalkScanner(table, words, live, top)`: the union scanner's `ScanTable` (its transitions
+    /// are shared, not copied) and, per state, its live terminals and the top shadowing class of
+    /// its accepting ones, as `words` native-endian uint64 words each.
     #[pyclass(name = "WalkScanner", module = "gridrail._kernels", frozen)]
     struct PyWalkScanner(walk::ScannerTable);
 
@@ -223,9 +223,9 @@ mod bindings {
     #[pymethods]
     impl PyWalkScanner {
         #[new]
-        fn new(transitions: &[u8], words: usize, live: &[u8], top: &[u8]) -> PyResult<Self> {
+        fn new(table: &PyScanTable, words: usize, live: &[u8], top: &[u8]) -> PyResult<Self> {
             walk::ScannerTable::new(
-                i32s(transitions, "scanner table")?,
+                &table.0,
                 words,
                 ne_u64s(live, "live sets")?,
                 ne_u64s(top, "accepting sets")?,

@@ -617,6 +617,7 @@ pub fn cd_residue(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scan::ScanTable;
 
     /// S -> a (production 0), $START -> S (1); terminals a = 0, $END = 1. State 0 shifts a to
     /// 1 and goes to 2 on S; state 1 reduces S -> a on $END; state 2 accepts.
@@ -634,7 +635,8 @@ mod tests {
     fn scanner() -> ScannerTable {
         let mut trans = vec![-1; 2 * ALPHABET];
         trans[b'a' as usize] = 1;
-        ScannerTable::new(trans, 1, vec![0b1, 0b1], vec![0, 0b1]).unwrap()
+        let scan = ScanTable::new(trans, &[0, 1]).unwrap();
+        ScannerTable::new(&scan, 1, vec![0b1, 0b1], vec![0, 0b1]).unwrap()
     }
 
     #[test]

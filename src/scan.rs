@@ -6,6 +6,7 @@
 //! `accepting[state]` says whether some terminal accepts the bytes that lead to `state`.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Marks a transition after which no terminal is live.
 pub const DEAD: i32 = -1;
@@ -83,10 +84,11 @@ impl Scan {
 }
 
 /// A validated transition table: every entry is -1 or a state index, and every state has an
-/// accepting flag.
+/// accepting flag. The transitions are shared (`shared_transitions`): the walk kernel reads the
+/// same table without a second copy or a second validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanTable {
-    transitions: Vec<i32>,
+    transitions: Arc<Vec<i32>>,
     accepting: Vec<bool>,
     num_states: usize,
 }
@@ -128,7 +130,7 @@ impl ScanTable {
             return Err(ScanError::BadTarget { index, value });
         }
         Ok(Self {
-            transitions,
+            transitions: Arc::new(transitions),
             accepting,
             num_states,
         })
@@ -145,6 +147,11 @@ impl ScanTable {
 
     pub fn num_states(&self) -> usize {
         self.num_states
+    }
+
+    /// The validated transitions, shared: every entry is -1 or a state below `num_states`.
+    pub fn shared_transitions(&self) -> Arc<Vec<i32>> {
+        Arc::clone(&self.transitions)
     }
 
     /// Consume `data` from `state` until the next byte would be dead, remembering the last

@@ -8,8 +8,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
-use crate::scan::ALPHABET;
+use crate::scan::{ScanTable, ALPHABET};
 
 /// Why a table or a walk's arguments were refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +122,7 @@ impl TrieTable {
 /// and the top shadowing class of those that accept (`CompiledGrammar.winner`'s candidates), as
 /// bit sets of `words` 64-bit words each.
 pub struct ScannerTable {
-    trans: Vec<i32>,
+    trans: Arc<Vec<i32>>,
     words: usize,
     live: Vec<u64>,
     top: Vec<u64>,
@@ -129,34 +130,22 @@ pub struct ScannerTable {
 }
 
 impl ScannerTable {
+    /// The walk's view of `scan`: its transitions (shared, already validated) with `words`
+    /// words of live and top sets per state.
     pub fn new(
-        trans: Vec<i32>,
+        scan: &ScanTable,
         words: usize,
         live: Vec<u64>,
         top: Vec<u64>,
     ) -> Result<Self, WalkError> {
-        let states = trans.len() / ALPHABET;
-        if words == 0
-            || states == 0
-            || !trans.len().is_multiple_of(ALPHABET)
-            || live.len() != states * words
-            || top.len() != states * words
-        {
+        let trans = scan.shared_transitions();
+        let states = scan.num_states();
+        if words == 0 || live.len() != states * words || top.len() != states * words {
             return Err(WalkError::Shape(format!(
-                "scanner of {} transitions with {} live and {} top words at {words} words a \
+                "scanner of {states} states with {} live and {} top words at {words} words a \
                  state: not whole states",
-                trans.len(),
                 live.len(),
                 top.len()
-            )));
-        }
-        if let Some(index) = trans
-            .iter()
-            .position(|&t| t < -1 || t as i64 >= states as i64)
-        {
-            return Err(WalkError::OutOfRange(format!(
-                "transition {index} leads to {}, not -1 or one of {states} states",
-                trans[index]
             )));
         }
         let accepting = top
@@ -375,7 +364,8 @@ mod tests {
         trans[3 * ALPHABET + b'a' as usize] = 3;
         let live = vec![0b11, 0b11, 0b01, 0b10];
         let top = vec![0, 0b10, 0b01, 0b10];
-        ScannerTable::new(trans, 1, live, top).unwrap()
+        let scan = ScanTable::new(trans, &[0, 1, 1, 1]).unwrap();
+        ScannerTable::new(&scan, 1, live, top).unwrap()
     }
 
     /// Tokens `a` (0), `ab` (1), `b` (2), `aa` (3 and its alias 4).
@@ -460,7 +450,10 @@ mod tests {
             tail: b"",
         };
         assert!(super::walk(&scanner(), &trie(), &bad, &[0b11], 0, 64).is_err());
-        assert!(ScannerTable::new(vec![5; ALPHABET], 1, vec![0], vec![0]).is_err());
+        let one_state = ScanTable::new(vec![-1; ALPHABET], &[0]).unwrap();
+        assert!(ScannerTable::new(&one_state, 1, vec![0], vec![0]).is_ok());
+        assert!(ScannerTable::new(&one_state, 2, vec![0], vec![0]).is_err());
+        assert!(ScannerTable::new(&one_state, 1, vec![0, 0], vec![0]).is_err());
         assert!(TrieTable::new(vec![-1], vec![0], vec![2], vec![-1], HashMap::new()).is_err());
     }
 }

@@ -144,7 +144,7 @@ def test_python_reference_when_disabled() -> None:
         "from gridrail.grammar.scanner import build_scanner\n"
         "from gridrail.grammar.model import TerminalDef\n"
         "s = build_scanner([TerminalDef('A', 0, 'a+', '', 0, False)])\n"
-        "assert kernels.make_scan_runner(s) == s.run\n"
+        "assert kernels.make_scan_table(s) is None and s.kernel_table is None\n"
         "assert s.fast_run == s.run\n"
         "assert s.fast_run(s.start, b'aab') == (s.step(s.start, 97), 2, 2, s.step(s.start, 97))\n"
         "assert s.fast_run(s.start, b'b') == (s.start, 0, -1, -1)\n"

@@ -155,10 +155,13 @@ def test_bad_tables_are_value_errors() -> None:
     rust = _rust()
     with pytest.raises(ValueError, match="int32"):
         rust.TrieTable(b"\x00" * 3, b"", b"", b"", {})
+    one_state = rust.ScanTable(b"\xff" * 4 * 256, b"\x00")
     with pytest.raises(ValueError, match="whole states"):
-        rust.WalkScanner(b"\xff" * 4 * 256, 2, b"\x00" * 8, b"\x00" * 8)
+        rust.WalkScanner(one_state, 2, b"\x00" * 8, b"\x00" * 8)
+    with pytest.raises(TypeError):  # a table is a validated ScanTable, not bytes
+        rust.WalkScanner(b"\xff" * 4 * 256, 1, b"\x00" * 8, b"\x00" * 8)
     trie = rust.TrieTable(*(int(v).to_bytes(4, "little", signed=True) for v in (-1, 0, 1, -1)), {})
-    scanner = rust.WalkScanner(b"\xff" * 4 * 256, 1, b"\x00" * 8, b"\x00" * 8)
+    scanner = rust.WalkScanner(one_state, 1, b"\x00" * 8, b"\x00" * 8)
     with pytest.raises(ValueError, match="scan state"):
         scanner.walk(trie, 5, 0, -1, b"", b"\x00" * 8, 0, 10)
     with pytest.raises(ValueError, match="not a trie node"):

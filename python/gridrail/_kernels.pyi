@@ -40,11 +40,11 @@ class TrieTable:
 
 @final
 class WalkScanner:
-    """The union scanner as `gridrail.mask.walk.walk_context_independent` reads it: int32
-    transitions and, per state, its live terminals and the top shadowing class of its accepting
-    ones as `words` native-endian uint64 words."""
+    """The union scanner as `gridrail.mask.walk.walk_context_independent` reads it: the
+    transitions of its `ScanTable` (shared, not copied) and, per state, its live terminals and
+    the top shadowing class of its accepting ones as `words` native-endian uint64 words."""
 
-    def __init__(self, transitions: bytes, words: int, live: bytes, top: bytes) -> None: ...
+    def __init__(self, table: ScanTable, words: int, live: bytes, top: bytes) -> None: ...
     def walk(
         self,
         trie: TrieTable,

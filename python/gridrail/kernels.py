@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from gridrail._kernels import ScanTable
     from gridrail.grammar.dfa import ByteDFA
     from gridrail.grammar.names import NameSet
     from gridrail.grammar.scanner import ScannerAutomaton
@@ -46,13 +47,14 @@ _kernels = _load_kernels()
 KERNELS_ENABLED: bool = _kernels is not None
 
 
-def make_scan_runner(scanner: ScannerAutomaton) -> ScanRunner:
-    """A function with the semantics of ``scanner.run``: Rust ``ScanTable.run`` or the reference."""
+def make_scan_table(scanner: ScannerAutomaton) -> ScanTable | None:
+    """The Rust ``ScanTable`` of `scanner` (its ``run`` is ``scanner.run``), or None without
+    the kernels. The walk kernel shares its transitions (`make_mask_runners`)."""
     if _kernels is None:
-        return scanner.run
+        return None
     # Native-endian int32 bytes: the cheapest way to hand the table to Rust.
     accepting = bytes(1 if mask else 0 for mask in scanner.accept_mask)
-    return _kernels.ScanTable(scanner.transitions.tobytes(), accepting).run
+    return _kernels.ScanTable(scanner.transitions.tobytes(), accepting)
 
 
 # The context-independent walk from a configuration below a trie node, with its CI tokens
@@ -97,8 +99,10 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
     compiled = oracle.compiled
     words = (len(compiled.grammar.terminals) + 63) // 64
     _, live, accept = oracle.scanner_tables()
+    scan_table = compiled.scanner.kernel_table
+    assert scan_table is not None  # every scanner has one while the kernels are on
     scanner = rust.WalkScanner(
-        compiled.scanner.transitions.tobytes(),
+        scan_table,
         words,
         _words_per_state(live, words),
         _words_per_state([compiled.top_class(a) for a in accept], words),

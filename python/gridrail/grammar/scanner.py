@@ -37,6 +37,7 @@ from gridrail.grammar.model import TerminalDef
 from gridrail.grammar.regex_syntax import quote_pattern
 
 if TYPE_CHECKING:
+    from gridrail._kernels import ScanTable
     from gridrail.grammar.names import NameAutomaton
     from gridrail.kernels import NameRows, ScanResult, ScanRunner
 
@@ -89,13 +90,15 @@ class ScannerAutomaton:
     live: tuple[frozenset[int], ...] = field(repr=False)
     accept_mask: tuple[int, ...] = field(init=False, repr=False)
     live_mask: tuple[int, ...] = field(init=False, repr=False)
-    # The fastest available implementation of `run` (the Rust kernel when it is enabled).
+    # The Rust table (None without the kernels) and the fastest available implementation of
+    # `run`: its `run` when there is one.
+    kernel_table: ScanTable | None = field(init=False, repr=False)
     fast_run: ScanRunner = field(init=False, repr=False)
     # Memo of `identity` (computed on demand: only the states a cache asks about).
     _identities: dict[int, StateIdentity] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        from gridrail.kernels import make_scan_runner
+        from gridrail.kernels import make_scan_table
 
         masks: dict[frozenset[int], int] = {}  # states share their sets: one mask per set
         for field_name, sets in (("accept_mask", self.accepts), ("live_mask", self.live)):
@@ -104,7 +107,9 @@ class ScannerAutomaton:
                 if value is None:
                     values[i] = masks[sets[i]] = _mask(sets[i])
             object.__setattr__(self, field_name, tuple(values))
-        object.__setattr__(self, "fast_run", make_scan_runner(self))
+        table = make_scan_table(self)
+        object.__setattr__(self, "kernel_table", table)
+        object.__setattr__(self, "fast_run", self.run if table is None else table.run)
 
     def step(self, state: int, byte: int) -> int:
         """The state after one byte, or -1 when no terminal is live any more."""
