@@ -43,6 +43,18 @@ mod bindings {
             self.0.num_states()
         }
 
+        /// `canonical_order(state) -> bytes`: the states reachable from `state` in
+        /// `ScannerAutomaton._canonical_identity`'s order, as native-endian uint32.
+        fn canonical_order<'py>(
+            &self,
+            py: Python<'py>,
+            state: i64,
+        ) -> PyResult<Bound<'py, PyBytes>> {
+            let order = self.0.canonical_order(state).map_err(value_error)?;
+            let bytes: Vec<u8> = order.iter().flat_map(|s| s.to_ne_bytes()).collect();
+            Ok(PyBytes::new(py, &bytes))
+        }
+
         /// `run(state, data) -> (state, consumed, accept_end, accept_state)`, exactly
         /// `ScannerAutomaton.run`.
         fn run(

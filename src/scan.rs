@@ -154,6 +154,35 @@ impl ScanTable {
         Arc::clone(&self.transitions)
     }
 
+    /// The states reachable from `state`, breadth first, each state's successors in the order
+    /// of the first byte that reaches them: `ScannerAutomaton._canonical_identity`'s numbering
+    /// (a state's canonical number is its index here).
+    pub fn canonical_order(&self, state: i64) -> Result<Vec<u32>, ScanError> {
+        let root = usize::try_from(state)
+            .ok()
+            .filter(|&s| s < self.num_states)
+            .ok_or(ScanError::BadState {
+                state,
+                num_states: self.num_states,
+            })?;
+        let mut seen = vec![false; self.num_states];
+        seen[root] = true;
+        let mut order = vec![root];
+        let mut next = 0;
+        while let Some(&current) = order.get(next) {
+            next += 1;
+            let row = &self.transitions[current * ALPHABET..(current + 1) * ALPHABET];
+            for &target in row {
+                // Validated in `new`: every entry other than DEAD is a state index.
+                if target != DEAD && !seen[target as usize] {
+                    seen[target as usize] = true;
+                    order.push(target as usize);
+                }
+            }
+        }
+        Ok(order.into_iter().map(|s| s as u32).collect())
+    }
+
     /// Consume `data` from `state` until the next byte would be dead, remembering the last
     /// accepting state reached after at least one byte.
     ///
@@ -238,6 +267,20 @@ mod tests {
             consumed,
             accept,
         })
+    }
+
+    #[test]
+    fn canonical_order_is_breadth_first_by_first_byte() {
+        // 0 -b-> 2, 0 -c-> 1, 1 -a-> 3, 2 -a-> 1; 4 unreachable
+        let t = table(
+            &[0, 0, 0, 1, 0],
+            &[(0, b'b', 2), (0, b'c', 1), (1, b'a', 3), (2, b'a', 1)],
+        );
+        assert_eq!(t.canonical_order(0).unwrap(), vec![0, 2, 1, 3]);
+        assert_eq!(t.canonical_order(2).unwrap(), vec![2, 1, 3]);
+        assert_eq!(t.canonical_order(4).unwrap(), vec![4]);
+        assert!(t.canonical_order(5).is_err());
+        assert!(t.canonical_order(-1).is_err());
     }
 
     #[test]

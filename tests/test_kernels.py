@@ -128,6 +128,25 @@ def test_scan_table_errors() -> None:
         assert str(rust_error.value) == str(python_error.value)
 
 
+def test_canonical_order_equals_the_reference() -> None:
+    """Every state of the bundled scanner: the Rust breadth-first numbering is the Python one
+    (the T2 cache's state identities are built on it), and a state outside is refused alike."""
+    table = _rust_table()
+    reached = set()
+    for state in range(SCANNER.num_states):
+        order = SCANNER.canonical_order(state)
+        assert array("I", table.canonical_order(state)).tolist() == order
+        assert order[0] == state and len(set(order)) == len(order)
+        reached.update(order[1:])
+    assert len(reached) > SCANNER.num_states // 2  # a real automaton, not a set of islands
+    for state in (-1, SCANNER.num_states):
+        with pytest.raises(ValueError) as rust_error:
+            table.canonical_order(state)
+        with pytest.raises(ValueError) as python_error:
+            SCANNER.canonical_order(state)
+        assert str(rust_error.value) == str(python_error.value)
+
+
 def test_kernels_enabled_when_built() -> None:
     _scan_table_class()
     if os.environ.get("GRIDRAIL_KERNELS") == "0":

@@ -57,7 +57,7 @@ def test_boundary_crossing_token_is_decided_on_the_live_stack(tiny_guide: gr.Gui
         walk = walk_context_independent(oracle, tiny_guide.trie, cfg)
         assert _node(tiny_guide, b"yees") in walk.ci_nodes
         assert _node(tiny_guide, b"y") in walk.ci_nodes
-        cd_nodes = {cd.node for cd in walk.cd_classes}
+        cd_nodes = {node for node, *_ in walk.cd_classes}
         assert _node(tiny_guide, b"yees ") in cd_nodes  # the byte that ends the lexeme
         assert _node(tiny_guide, b"yees where") not in walk.ci_nodes
     yees_where = _id(tiny_guide, "yees where")

@@ -17,7 +17,7 @@ import gridrail as gr
 from assets import asset
 from gridrail import kernels
 from gridrail.mask.compute import _cd_residue
-from gridrail.mask.walk import ci_tokens, walk_context_independent
+from gridrail.mask.walk import ScanPart, ci_tokens, walk_context_independent
 from support.hr_example import hr_guide
 
 STATEMENTS = [
@@ -52,10 +52,10 @@ def _configurations(guide: gr.Guide, sql: str, seed: int) -> list[tuple[object, 
     for token in guide.trie.tokenize(sql.encode()):
         out.append((cfg, 0))
         walk = walk_context_independent(oracle, guide.trie, cfg)
-        for cd in rng.sample(walk.cd_classes, min(3, len(walk.cd_classes))):
-            after = oracle.step(cd.before.on(cfg), guide.trie.edge_byte[cd.node])
-            if after is not None and guide.trie.subtree_size[cd.node] > 1:
-                out.append((after, cd.node))
+        for node, *before in rng.sample(walk.cd_classes, min(3, len(walk.cd_classes))):
+            after = oracle.step(ScanPart(*before).on(cfg), guide.trie.edge_byte[node])
+            if after is not None and guide.trie.subtree_size[node] > 1:
+                out.append((after, node))
         cfg = oracle.try_feed(cfg, guide.vocab.token_bytes(token))
         if cfg is None:
             break

@@ -14,6 +14,8 @@ class ScanTable:
     @property
     def num_states(self) -> int: ...
     def run(self, state: int, data: bytes) -> tuple[int, int, int, int]: ...
+    def canonical_order(self, state: int) -> bytes:
+        """`ScannerAutomaton.canonical_order`: uint32 states, native-endian."""
 
 def name_rows(base: bytes, start: int, slots: list[NameSetArgs], bound: int) -> list[bytes]:
     """`gridrail.grammar.scanner._name_rows`: transitions (int32), base states (int32),

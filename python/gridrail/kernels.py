@@ -80,13 +80,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
     the GIL released, or the reference `walk_context_independent` then `ci_tokens`) and the CD
     residue (Rust ``cd_residue``, one call per residue, or None for the reference)."""
     from gridrail.mask.bitmask import FROZEN_IDS_BELOW
-    from gridrail.mask.walk import (
-        CDClass,
-        ScanPart,
-        WalkResult,
-        ci_tokens,
-        walk_context_independent,
-    )
+    from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
 
     if _kernels is None:
 
@@ -133,7 +127,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         )  # fmt: skip
         ci_nodes = array("I")
         ci_nodes.frombytes(nodes)
-        cd = tuple(CDClass(n, ScanPart(q, length, a, tail)) for n, q, length, a, tail in classes)
+        cd = tuple(classes)  # `CDClass` tuples: (node, scan, lexeme length, accept, tail)
         if dense:
             return WalkResult(ci_nodes, cd), tokens
         ids = array("I")
@@ -141,14 +135,10 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         return WalkResult(ci_nodes, cd), ids
 
     def residue(cfg: Configuration, walked: WalkResult) -> bytes | array:
-        classes = [
-            (cd.node, b.scan_state, b.lexeme_length, b.accept_state, b.tail)
-            for cd in walked.cd_classes
-            for b in (cd.before,)
-        ]
         tokens, dense = rust.cd_residue(
             memo, scanner, lr, table, ignored_words, start_scan, cfg.stack.states(), cfg.scan_state,
-            cfg.lexeme_length, cfg.accept_state, cfg.tail, classes, vocab_size, FROZEN_IDS_BELOW,
+            cfg.lexeme_length, cfg.accept_state, cfg.tail, walked.cd_classes, vocab_size,
+            FROZEN_IDS_BELOW,
         )  # fmt: skip
         if dense:  # as `TokenSet.frozen` encodes a set
             return tokens

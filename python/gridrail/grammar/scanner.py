@@ -152,21 +152,30 @@ class ScannerAutomaton:
             found = self._identities.setdefault(state, self._canonical_identity(state))
         return found
 
+    def canonical_order(self, root: int) -> list[int]:
+        """The states reachable from `root`, breadth first, each state's successors in the order
+        of the first byte that reaches them: a state's canonical number is its index here. The
+        reference semantics of the Rust kernel ``ScanTable.canonical_order``."""
+        if not 0 <= root < self.num_states:
+            raise ValueError(f"state {root} out of range for {self.num_states} states")
+        table = self.transitions
+        order = [root]
+        seen = {root}
+        for state in order:  # grows while iterating: breadth first
+            for target in table[state << 8 : (state + 1) << 8]:
+                if target >= 0 and target not in seen:
+                    seen.add(target)
+                    order.append(target)
+        return order
+
     def _canonical_identity(self, root: int) -> StateIdentity:
         table = np.frombuffer(self.transitions, dtype=f"i{self.transitions.itemsize}")
         table = table.reshape(self.num_states, 256)
-        order = [root]
-        numbers = {root: 0}
-        for state in order:  # grows while iterating: breadth first
-            row = table[state]
-            targets = row[row >= 0]
-            if not targets.size:
-                continue
-            distinct, first_byte = np.unique(targets, return_index=True)
-            for target in distinct[np.argsort(first_byte)].tolist():  # in byte order
-                if target not in numbers:
-                    numbers[target] = len(order)
-                    order.append(target)
+        if self.kernel_table is None:
+            order = self.canonical_order(root)
+        else:
+            order = array("I", self.kernel_table.canonical_order(root)).tolist()
+        numbers = {state: number for number, state in enumerate(order)}
         # One spare slot at the end stays -1, so that dead transitions (-1) map to -1.
         renumber = np.full(self.num_states + 1, -1, dtype="<i4")
         renumber[order] = np.arange(len(order), dtype="<i4")

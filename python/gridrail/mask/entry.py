@@ -104,14 +104,10 @@ def encode_walk(walk: WalkResult) -> bytes:
         nodes.byteswap()
     parts = [struct.pack("<I", len(nodes)), nodes.tobytes()]
     parts.append(struct.pack("<I", len(walk.cd_classes)))
-    for cd in walk.cd_classes:
-        before = cd.before
-        parts.append(
-            struct.pack(
-                "<IiIi", cd.node, before.scan_state, before.lexeme_length, before.accept_state
-            )
-        )
-        parts.append(_framed(before.tail))
+    pack = struct.Struct("<IiIiI").pack  # the class, then its tail framed as `_framed` does
+    for node, scan_state, lexeme_length, accept_state, tail in walk.cd_classes:
+        parts.append(pack(node, scan_state, lexeme_length, accept_state, len(tail)))
+        parts.append(tail)
     return b"".join(parts)
 
 

@@ -99,7 +99,7 @@ from dataclasses import dataclass
 
 from gridrail.grammar.scanner import ScannerAutomaton
 from gridrail.mask.keys import NormalFormKey
-from gridrail.mask.walk import CDClass, ScanPart, WalkResult
+from gridrail.mask.walk import WalkResult
 from gridrail.parse.oracle import Configuration, Oracle
 
 NO_ACCEPT = -1  # a CD class's scan part has no accepting position
@@ -158,20 +158,18 @@ class NormalForm:
         pending = min(cfg.lexeme_length, 1)
         tail = cfg.tail if cfg.accept_state >= 0 else b""  # as the walk normalizes it
         classes = []
-        for cd in walk.cd_classes:
-            before = cd.before
-            path = before.lexeme_length - pending
-            if before.accept_state < 0:
+        for node, scan_state, lexeme_length, accept_state, before_tail in walk.cd_classes:
+            path = lexeme_length - pending
+            if accept_state < 0:
                 accept = NO_ACCEPT
-            elif len(before.tail) == len(tail) + path:
-                if before.accept_state != cfg.accept_state:
-                    raise NormalFormError(f"CD class at node {cd.node}: the tail says p is kept")
+            elif len(before_tail) == len(tail) + path:
+                if accept_state != cfg.accept_state:
+                    raise NormalFormError(f"CD class at node {node}: the tail says p is kept")
                 accept = KEPT_ACCEPT
             else:
-                accept = self._number(numbers, before.accept_state, cd.node)
-            scan_state = self._number(numbers, before.scan_state, cd.node)
-            part = ScanPart(scan_state, before.lexeme_length, accept, before.tail)
-            classes.append(CDClass(cd.node, part))
+                accept = self._number(numbers, accept_state, node)
+            number = self._number(numbers, scan_state, node)
+            classes.append((node, number, lexeme_length, accept, before_tail))
         return CanonicalWalk(WalkResult(walk.ci_nodes, tuple(classes)))
 
     def to_local(self, cfg: Configuration, canonical: CanonicalWalk) -> WalkResult:
@@ -179,16 +177,14 @@ class NormalForm:
         T2 key — equal to the walk computed here (see the module docstring)."""
         states = self._scanner.identity(cfg.scan_state).states
         classes = []
-        for cd in canonical.walk.cd_classes:
-            before = cd.before
-            if before.accept_state == KEPT_ACCEPT:
+        for node, number, lexeme_length, accept, tail in canonical.walk.cd_classes:
+            if accept == KEPT_ACCEPT:
                 accept = cfg.accept_state
-            elif before.accept_state == NO_ACCEPT:
+            elif accept == NO_ACCEPT:
                 accept = -1
             else:
-                accept = states[before.accept_state]
-            part = ScanPart(states[before.scan_state], before.lexeme_length, accept, before.tail)
-            classes.append(CDClass(cd.node, part))
+                accept = states[accept]
+            classes.append((node, states[number], lexeme_length, accept, tail))
         return WalkResult(canonical.walk.ci_nodes, tuple(classes))
 
     def _state_id(self, state: int) -> bytes:

@@ -17,14 +17,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gridrail.mask.bitmask import TokenSet
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie
 
 
-@dataclass(frozen=True)
-class ScanPart:
+class ScanPart(NamedTuple):
     """The stack-free half of a configuration: where the pending lexeme stands."""
 
     scan_state: int
@@ -38,13 +38,13 @@ class ScanPart:
         )
 
 
-@dataclass(frozen=True)
-class CDClass:
-    """Trie subtree at `node` whose verdicts need the live stack; `before` is the scan part
-    reached just before the node's edge byte."""
-
-    node: int
-    before: ScanPart
+# A CD class: the trie subtree at `node` whose verdicts need the live stack, with the scan part
+# reached just before the node's edge byte — (node, scan_state, lexeme_length, accept_state,
+# tail), the last four a `ScanPart`'s fields. A plain tuple, not a class: a cold walk makes
+# hundreds, the caches keep them (two objects each as named tuples: 214,000 of the 303,000
+# objects the cyclic GC tracked after bench/engine_compare.py's cold pass), and the GC stops
+# tracking a plain tuple of numbers and bytes, never a named tuple.
+CDClass = tuple[int, int, int, int, bytes]
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,7 @@ def walk_context_independent(
         if not stack_free_reject:
             a_depth = accept_depth[-1]
             tail = bytes(path[a_depth:]) if a_depth >= 0 else cfg.tail + bytes(path)
-            before = ScanPart(q_parent, length[-1], last_accept, tail)
-            cd_classes.append(CDClass(node, before))
+            cd_classes.append((node, q_parent, length[-1], last_accept, tail))
         node += size[node]
     return WalkResult(ci_nodes, tuple(cd_classes))
 
@@ -154,12 +153,12 @@ def evaluate_cd_class(
     edge, size = trie.edge_byte, trie.subtree_size
     pending = [(cfg, cd)]
     while pending:
-        live_cfg, cls = pending.pop()
-        nxt = oracle.step(cls.before.on(live_cfg), edge[cls.node])
+        live_cfg, (node, *before) = pending.pop()
+        nxt = oracle.step(ScanPart(*before).on(live_cfg), edge[node])
         if nxt is None:
             continue
-        allowed.add_all(trie.ids_at(cls.node))
-        if size[cls.node] > 1:
-            below, tokens = walk_below(nxt, cls.node)
+        allowed.add_all(trie.ids_at(node))
+        if size[node] > 1:
+            below, tokens = walk_below(nxt, node)
             allowed.update(tokens)
             pending.extend((nxt, inner) for inner in below.cd_classes)
