@@ -7,6 +7,8 @@
 //! pending length as 0 or 1, no tail without an accept), exactly as the reference does.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -39,7 +41,10 @@ pub struct TrieTable {
     depth: Vec<i32>,
     size: Vec<i32>,
     token_id: Vec<i32>,
-    aliases: HashMap<u32, Vec<u32>>,
+    // Per node, whether `aliases` has it: a walk lists the ids of up to every node, and most
+    // nodes have none or one, so the map is asked only where it answers.
+    aliased: Vec<bool>,
+    aliases: FxHashMap<u32, Vec<u32>>,
 }
 
 impl TrieTable {
@@ -80,12 +85,17 @@ impl TrieTable {
                 "aliases name node {node}, past the {n} nodes"
             )));
         }
+        let mut aliased = vec![false; n];
+        for &node in aliases.keys() {
+            aliased[node as usize] = true;
+        }
         Ok(Self {
             edge,
             depth,
             size,
             token_id,
-            aliases,
+            aliased,
+            aliases: aliases.into_iter().collect(),
         })
     }
 
@@ -103,17 +113,20 @@ impl TrieTable {
 
     /// Every id spelled exactly by the path to `node` (`TokenTrie.ids_at`).
     pub(crate) fn ids(&self, node: u32) -> Vec<u32> {
-        match self.aliases.get(&node) {
-            Some(ids) => ids.clone(),
-            None if self.token_id[node as usize] >= 0 => vec![self.token_id[node as usize] as u32],
-            None => Vec::new(),
+        if self.aliased[node as usize] {
+            return self.aliases[&node].clone();
+        }
+        match self.token_id[node as usize] {
+            id if id >= 0 => vec![id as u32],
+            _ => Vec::new(),
         }
     }
 
     fn push_ids(&self, node: u32, out: &mut Vec<u32>) {
-        match self.aliases.get(&node) {
-            Some(ids) => out.extend_from_slice(ids),
-            None => out.push(self.token_id[node as usize] as u32),
+        if self.aliased[node as usize] {
+            out.extend_from_slice(&self.aliases[&node]);
+        } else {
+            out.push(self.token_id[node as usize] as u32);
         }
     }
 }
