@@ -99,10 +99,11 @@ def encode_normal_form_key(key: NormalFormKey) -> bytes:
 
 
 def encode_walk(walk: WalkResult) -> bytes:
-    nodes = array("I", walk.ci_nodes)
+    nodes = walk.ci_nodes  # joined as a buffer: a walk can list ~10^5 nodes, copied once here
     if sys.byteorder != "little":
+        nodes = array("I", nodes)
         nodes.byteswap()
-    parts = [struct.pack("<I", len(nodes)), nodes.tobytes()]
+    parts: list[bytes | array] = [struct.pack("<I", len(nodes)), nodes]
     parts.append(struct.pack("<I", len(walk.cd_classes)))
     pack = struct.Struct("<IiIiI").pack  # the class, then its tail framed as `_framed` does
     for node, scan_state, lexeme_length, accept_state, tail in walk.cd_classes:
