@@ -4,6 +4,7 @@ identifier composition rule (Proposition 6), idempotent publish and bounded size
 from __future__ import annotations
 
 import random
+from array import array
 
 import pytest
 
@@ -12,7 +13,7 @@ from gridrail.mask.cache import CacheKeyConflict, MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import make_entry
 from gridrail.mask.keys import GenericKey, IdentifierCompositionError, IdentifierKey, KeyMaker
-from gridrail.mask.walk import ci_tokens, walk_context_independent
+from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
 from test_lexicon import HR_TABLES, _policy, _sqlite, _vocab
 from test_walk_arm import _SQL_WORDS, generate
 
@@ -167,3 +168,13 @@ def test_roles_of_one_dialect_share_entries_soundly() -> None:
                 )
                 assert m.accept_tokens([token])
         assert guide.cache.stats.hits > hits_before
+
+
+def test_entry_ids_are_pinned() -> None:
+    """An entry's id is what audit records name, so its encoding may not drift: this id was
+    computed by 929f34d (CD classes as objects) and must survive every change of how walks are
+    held (plain tuples since) or encoded; a deliberate change bumps `entry.ENCODING`."""
+    walk = WalkResult(array("I", [1, 2, 3, 70000]), ((5, 1, 2, -1, b""), (9, 3, 0, 4, b"ab")))
+    entry = make_entry(GenericKey(7, True, 4, b"ab", 0b1011, 0), walk, array("I", [10, 11]))
+    assert entry.entry_id == "61ec9b4126f095d439e4f90241585c5b"
+    assert entry.size == 74
