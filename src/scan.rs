@@ -154,17 +154,22 @@ impl ScanTable {
         Arc::clone(&self.transitions)
     }
 
-    /// The states reachable from `state`, breadth first, each state's successors in the order
-    /// of the first byte that reaches them: `ScannerAutomaton._canonical_identity`'s numbering
-    /// (a state's canonical number is its index here).
-    pub fn canonical_order(&self, state: i64) -> Result<Vec<u32>, ScanError> {
-        let root = usize::try_from(state)
+    /// `state` as an index of this table, or `BadState`.
+    fn state_index(&self, state: i64) -> Result<usize, ScanError> {
+        usize::try_from(state)
             .ok()
             .filter(|&s| s < self.num_states)
             .ok_or(ScanError::BadState {
                 state,
                 num_states: self.num_states,
-            })?;
+            })
+    }
+
+    /// The states reachable from `state`, breadth first, each state's successors in the order
+    /// of the first byte that reaches them: `ScannerAutomaton._canonical_identity`'s numbering
+    /// (a state's canonical number is its index here).
+    pub fn canonical_order(&self, state: i64) -> Result<Vec<u32>, ScanError> {
+        let root = self.state_index(state)?;
         let mut seen = vec![false; self.num_states];
         seen[root] = true;
         let mut order = vec![root];
@@ -188,13 +193,7 @@ impl ScanTable {
     ///
     /// Exactly `ScannerAutomaton.run` (see `Scan::to_tuple` for its tuple shape).
     pub fn run(&self, state: i64, data: &[u8]) -> Result<Scan, ScanError> {
-        let mut current = usize::try_from(state)
-            .ok()
-            .filter(|&s| s < self.num_states)
-            .ok_or(ScanError::BadState {
-                state,
-                num_states: self.num_states,
-            })?;
+        let mut current = self.state_index(state)?;
         let mut consumed = data.len();
         let mut accept: Option<(usize, usize)> = None;
         for (index, &byte) in data.iter().enumerate() {
