@@ -183,6 +183,13 @@ def names_outside(names: NameSet, dfa: ByteDFA) -> str | None:
     return None if witness is None else witness.decode("utf-8", "backslashreplace")
 
 
+def canonical_order(scanner: ScannerAutomaton, root: int) -> list[int]:
+    """`scanner.canonical_order(root)`: Rust ``ScanTable.canonical_order`` or the reference."""
+    if scanner.kernel_table is None:
+        return scanner.canonical_order(root)
+    return array("I", scanner.kernel_table.canonical_order(root)).tolist()
+
+
 def fullmatch_many(dfa: ByteDFA, texts: Sequence[bytes]) -> list[bool]:
     """Per text, `dfa.fullmatch(text)`: Rust ``fullmatch_many`` (one call for all) or the
     reference."""

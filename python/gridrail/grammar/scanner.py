@@ -169,12 +169,11 @@ class ScannerAutomaton:
         return order
 
     def _canonical_identity(self, root: int) -> StateIdentity:
+        from gridrail.kernels import canonical_order  # as `__post_init__` imports it
+
         table = np.frombuffer(self.transitions, dtype=f"i{self.transitions.itemsize}")
         table = table.reshape(self.num_states, 256)
-        if self.kernel_table is None:
-            order = self.canonical_order(root)
-        else:
-            order = array("I", self.kernel_table.canonical_order(root)).tolist()
+        order = canonical_order(self, root)
         numbers = {state: number for number, state in enumerate(order)}
         # One spare slot at the end stays -1, so that dead transitions (-1) map to -1.
         renumber = np.full(self.num_states + 1, -1, dtype="<i4")
