@@ -114,13 +114,20 @@ mod bindings {
         values: &[T],
         to: fn(T) -> [u8; N],
     ) -> Py<PyBytes> {
-        let bytes: Vec<u8> = values.iter().flat_map(|&v| to(v)).collect();
-        PyBytes::new(py, &bytes).unbind()
+        PyBytes::new_with(py, values.len() * N, |out| {
+            for (chunk, &v) in out.chunks_exact_mut(N).zip(values) {
+                chunk.copy_from_slice(&to(v));
+            }
+            Ok(())
+        })
+        .expect("filling a new bytes object cannot fail")
+        .unbind()
     }
 
-    /// `name_rows(base, start, slots, bound) -> (transitions, base_of, accepted, alive)`:
-    /// `scanner._name_rows` — the states the name automata of `slots` add to the scanner
-    /// table `base` (int32 bytes), as native-endian int32 / int32 / uint64 / uint64 bytes.
+    /// `name_rows(base, start, slots, bound) -> (table, base_of, accepted, alive)`:
+    /// `scanner._name_rows` — the scanner table `base` (int32 bytes) with the states the name
+    /// automata of `slots` add: the whole table, then per new state its base state, accepting
+    /// and live slots, as native-endian int32 / int32 / uint64 / uint64 bytes.
     /// OverflowError past `bound` states. The GIL is released while it runs.
     #[pyfunction]
     fn name_rows<'py>(
@@ -136,8 +143,14 @@ mod bindings {
         let rows = py
             .allow_threads(|| names::name_rows(&base, start, &automata, bound))
             .map_err(names_error)?;
+        let table = PyBytes::new_with(py, rows.table_len(&base) * 4, |out| {
+            rows.fill_table(&base, |i, q| {
+                out[i * 4..(i + 1) * 4].copy_from_slice(&q.to_ne_bytes());
+            });
+            Ok(())
+        })?;
         Ok([
-            ne_bytes(py, &rows.transitions, i32::to_ne_bytes),
+            table.unbind(),
             ne_bytes(py, &rows.base_of, i32::to_ne_bytes),
             ne_bytes(py, &rows.accepted, u64::to_ne_bytes),
             ne_bytes(py, &rows.alive, u64::to_ne_bytes),
@@ -156,6 +169,22 @@ mod bindings {
         let dfa = dfa(&dfa_args)?;
         let witness = py.allow_threads(|| automaton.outside(&dfa));
         Ok(witness.map(|w| PyBytes::new(py, &w).unbind()))
+    }
+
+    /// `literal_alternation(exact, folded) -> str`: `NameSet.pattern`'s alternatives, the
+    /// exact spellings' then the folded ones', joined by `|`.
+    #[pyfunction]
+    fn literal_alternation(exact: Vec<String>, folded: Vec<String>) -> String {
+        let mut out = String::new();
+        let lists = [(&exact, false), (&folded, true)];
+        for (i, (spellings, fold)) in lists.into_iter().filter(|(s, _)| !s.is_empty()).enumerate() {
+            if i > 0 {
+                out.push('|');
+            }
+            let spellings: Vec<&str> = spellings.iter().map(String::as_str).collect();
+            names::literal_alternation(&spellings, fold, &mut out);
+        }
+        out
     }
 
     /// `fullmatch_many(dfa, texts) -> bytes`: per text 1 if `ByteDFA.fullmatch` takes it, else 0.
@@ -442,6 +471,7 @@ mod bindings {
         m.add_function(wrap_pyfunction!(name_rows, m)?)?;
         m.add_function(wrap_pyfunction!(names_outside, m)?)?;
         m.add_function(wrap_pyfunction!(fullmatch_many, m)?)?;
+        m.add_function(wrap_pyfunction!(literal_alternation, m)?)?;
         Ok(())
     }
 }

@@ -42,128 +42,223 @@ impl std::error::Error for NamesError {}
 
 /// The spellings of one name set and its suffix as positions of a small NFA (Python's
 /// `NameAutomaton`): trie nodes with equal endings merged, then the suffix DFA's states.
-/// A position's closure adds the suffix's start after a whole spelling.
+/// A position's closure adds the suffix's start after a whole spelling. Moves are kept flat
+/// (position p's are `moves[offsets[p]..offsets[p + 1]]`): a catalog's names make hundreds of
+/// thousands of trie nodes, and a vector per node made the allocator the bottleneck.
 #[derive(Debug, Clone)]
 pub struct NameAutomaton {
     /// Per position its byte moves, in the order the Python reference iterates them.
-    moves: Vec<Vec<(u8, u32)>>,
-    closure: Vec<Vec<u32>>,
+    moves: Rows,
+    /// Per position whether it ends a spelling (its closure then adds `begin`).
+    ends: Vec<bool>,
+    /// The suffix's start position (NONE: no suffix, or one with an empty language).
+    begin: u32,
     accepting: Vec<bool>,
     /// Sorted.
     start: Vec<u32>,
 }
 
+const NONE: u32 = u32::MAX;
+
+/// Per node or position its (byte, target) moves, flat: node p's are
+/// `moves[offsets[p]..offsets[p + 1]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Rows {
+    offsets: Vec<u32>,
+    moves: Vec<(u8, u32)>,
+}
+
+impl Rows {
+    fn row(&self, p: usize) -> &[(u8, u32)] {
+        &self.moves[self.offsets[p] as usize..self.offsets[p + 1] as usize]
+    }
+
+    /// Ends the row being filled.
+    fn close_row(&mut self) {
+        self.offsets.push(self.moves.len() as u32);
+    }
+}
+
+/// A trie under construction: nodes in creation order, each with a linked list of its moves
+/// in creation order (what a Python dict's insertion order gives the reference).
+#[derive(Default)]
+struct Trie {
+    ends: Vec<bool>,
+    first: Vec<u32>,
+    last: Vec<u32>,
+    byte: Vec<u8>,
+    child: Vec<u32>,
+    next: Vec<u32>,
+}
+
+impl Trie {
+    fn node(&mut self) -> u32 {
+        self.ends.push(false);
+        self.first.push(NONE);
+        self.last.push(NONE);
+        (self.ends.len() - 1) as u32
+    }
+
+    fn find(&self, node: u32, byte: u8) -> Option<u32> {
+        let mut edge = self.first[node as usize];
+        while edge != NONE {
+            if self.byte[edge as usize] == byte {
+                return Some(self.child[edge as usize]);
+            }
+            edge = self.next[edge as usize];
+        }
+        None
+    }
+
+    fn push_move(&mut self, node: u32, byte: u8, child: u32) {
+        let edge = self.byte.len() as u32;
+        self.byte.push(byte);
+        self.child.push(child);
+        self.next.push(NONE);
+        match self.last[node as usize] {
+            NONE => self.first[node as usize] = edge,
+            last => self.next[last as usize] = edge,
+        }
+        self.last[node as usize] = edge;
+    }
+
+    /// Adds `spellings` under a new root (returned). Each spelling starts from the nodes of
+    /// the one before along their common prefix, so sorted spellings (as `NameSet` stores
+    /// them) search for one child each; any order gives the reference's trie.
+    fn insert_all(&mut self, spellings: &[&[u8]], fold: bool) -> u32 {
+        let root = self.node();
+        let mut path: Vec<u32> = vec![root]; // the previous spelling's nodes
+        let mut previous: &[u8] = &[];
+        for &spelling in spellings {
+            let shared = previous
+                .iter()
+                .zip(spelling)
+                .take_while(|(a, b)| a == b)
+                .count();
+            path.truncate(shared + 1);
+            let mut node = path[shared];
+            let mut fresh = false; // a node made for this spelling has no moves yet
+            for &byte in &spelling[shared..] {
+                let found = if fresh { None } else { self.find(node, byte) };
+                node = match found {
+                    Some(child) => child,
+                    None => {
+                        let child = self.node();
+                        self.push_move(node, byte, child);
+                        if fold && byte.is_ascii_lowercase() {
+                            self.push_move(node, byte - 0x20, child);
+                        }
+                        fresh = true;
+                        child
+                    }
+                };
+                path.push(node);
+            }
+            self.ends[node as usize] = true;
+            previous = spelling;
+        }
+        root
+    }
+
+    /// The moves as flat rows in node order.
+    fn rows(&self) -> Rows {
+        let mut rows = Rows {
+            offsets: vec![0],
+            moves: Vec::with_capacity(self.byte.len()),
+        };
+        for node in 0..self.ends.len() {
+            let mut edge = self.first[node];
+            while edge != NONE {
+                rows.moves
+                    .push((self.byte[edge as usize], self.child[edge as usize]));
+                edge = self.next[edge as usize];
+            }
+            rows.close_row();
+        }
+        rows
+    }
+}
+
 impl NameAutomaton {
     /// `exact` spellings byte for byte, `folded` ones (lower-case) with ASCII case ignored,
-    /// each list sorted and distinct (as `NameSet` stores them), then `suffix` (None: none).
+    /// then `suffix` (None: none). Sorted lists (as `NameSet` stores them) build fastest.
     pub fn new(exact: &[&[u8]], folded: &[&[u8]], suffix: Option<&Dfa>) -> Self {
-        let mut moves: Vec<Vec<(u8, u32)>> = Vec::new();
-        let mut ends: Vec<bool> = Vec::new();
+        let mut trie = Trie::default();
         let mut roots: Vec<u32> = Vec::new();
         for (spellings, fold) in [(exact, false), (folded, true)] {
-            if spellings.is_empty() {
-                continue;
-            }
-            let root = moves.len();
-            roots.push(root as u32);
-            moves.push(Vec::new());
-            ends.push(false);
-            for spelling in spellings {
-                let mut node = root;
-                for &byte in *spelling {
-                    let child = match moves[node].iter().find(|&&(b, _)| b == byte) {
-                        Some(&(_, child)) => child as usize,
-                        None => {
-                            let child = moves.len();
-                            moves.push(Vec::new());
-                            ends.push(false);
-                            moves[node].push((byte, child as u32));
-                            if fold && byte.is_ascii_lowercase() {
-                                moves[node].push((byte - 0x20, child as u32));
-                            }
-                            child
-                        }
-                    };
-                    node = child;
-                }
-                ends[node] = true;
+            if !spellings.is_empty() {
+                roots.push(trie.insert_all(spellings, fold));
             }
         }
-        let (mut moves, ends, roots) = merged(moves, ends, roots);
-        let trie_size = moves.len();
+        let (mut moves, ends, roots) = merged(&trie.rows(), &trie.ends, &roots);
+        let trie_size = ends.len();
         let mut accepting = vec![false; trie_size];
-        let mut closure: Vec<Vec<u32>> = (0..trie_size as u32).map(|p| vec![p]).collect();
+        let mut begin = NONE;
         match suffix {
-            None => accepting = ends,
+            None => accepting.clone_from(&ends),
             Some(dfa) if dfa.start >= 0 => {
                 for q in 0..dfa.accepting.len() {
                     let row = &dfa.transitions[q * ALPHABET..(q + 1) * ALPHABET];
-                    moves.push(
-                        (0..=255u8)
-                            .filter_map(|b| {
-                                let t = row[b as usize];
-                                (t >= 0).then(|| (b, (trie_size + t as usize) as u32))
-                            })
-                            .collect(),
-                    );
+                    moves.moves.extend((0..=255u8).filter_map(|b| {
+                        let t = row[b as usize];
+                        (t >= 0).then(|| (b, (trie_size + t as usize) as u32))
+                    }));
+                    moves.close_row();
                     accepting.push(dfa.accepting[q]);
-                    closure.push(vec![(trie_size + q) as u32]);
                 }
-                let begin = (trie_size + dfa.start as usize) as u32;
-                for (p, &end) in ends.iter().enumerate() {
-                    if end {
-                        closure[p] = vec![p as u32, begin];
-                    }
-                }
+                begin = (trie_size + dfa.start as usize) as u32;
             }
             Some(_) => {} // an empty suffix language: no spelling is accepted
         }
-        let mut start: Vec<u32> = roots
-            .iter()
-            .flat_map(|&r| closure[r as usize].iter().copied())
-            .collect();
+        let mut automaton = Self {
+            moves,
+            ends,
+            begin,
+            accepting,
+            start: Vec::new(),
+        };
+        let mut start: Vec<u32> = roots.iter().flat_map(|&r| automaton.closure(r)).collect();
         start.sort_unstable();
         start.dedup();
-        Self {
-            moves,
-            closure,
-            accepting,
-            start,
-        }
+        automaton.start = start;
+        automaton
     }
 
     /// Positions in all.
     pub fn len(&self) -> usize {
-        self.moves.len()
+        self.accepting.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.moves.is_empty()
+        self.accepting.is_empty()
+    }
+
+    fn moves(&self, p: u32) -> &[(u8, u32)] {
+        self.moves.row(p as usize)
+    }
+
+    /// The position and, after a whole spelling, the suffix's start (the reference's order).
+    fn closure(&self, p: u32) -> impl Iterator<Item = u32> {
+        let ends = self.begin != NONE && self.ends.get(p as usize).copied().unwrap_or(false);
+        std::iter::once(p).chain(ends.then_some(self.begin))
     }
 
     fn accepts(&self, positions: &[u32]) -> bool {
         positions.iter().any(|&p| self.accepting[p as usize])
     }
 
-    /// Per byte that moves some position, the positions after it (sorted), in byte order.
-    fn successors(&self, positions: &[u32]) -> Vec<(u8, Vec<u32>)> {
-        let mut after: Vec<Vec<u32>> = vec![Vec::new(); ALPHABET];
-        let mut touched = [false; ALPHABET];
+    /// Per byte that moves some position, the positions after it: `after` is cleared and
+    /// filled with the (byte, position) pairs sorted and distinct, so each byte's positions
+    /// form one sorted run, the bytes in order.
+    fn successors(&self, positions: &[u32], after: &mut Vec<(u8, u32)>) {
+        after.clear();
         for &p in positions {
-            for &(byte, target) in &self.moves[p as usize] {
-                touched[byte as usize] = true;
-                after[byte as usize].extend_from_slice(&self.closure[target as usize]);
+            for &(byte, target) in self.moves(p) {
+                after.extend(self.closure(target).map(|q| (byte, q)));
             }
         }
-        (0..ALPHABET)
-            .filter(|&b| touched[b])
-            .map(|b| {
-                let mut set = std::mem::take(&mut after[b]);
-                set.sort_unstable();
-                set.dedup();
-                (b as u8, set)
-            })
-            .collect()
+        after.sort_unstable();
+        after.dedup();
     }
 
     /// A shortest accepted string that `dfa` rejects (None: inclusion holds): breadth first
@@ -192,8 +287,8 @@ impl NameAutomaton {
                 path.reverse();
                 return Some(path);
             }
-            for &(byte, target) in &self.moves[p as usize] {
-                for &p2 in &self.closure[target as usize] {
+            for &(byte, target) in self.moves(p) {
+                for p2 in self.closure(target) {
                     let q2 = dfa.step(q, byte);
                     if let Entry::Vacant(slot) = seen.entry((p2, q2)) {
                         slot.insert(visits.len());
@@ -207,54 +302,130 @@ impl NameAutomaton {
     }
 }
 
-/// A position's (byte, next position) moves.
-type Moves = Vec<(u8, u32)>;
-
 /// The trie with equivalent nodes merged (Python's `_merged`): the same end flag and the same
 /// moves to merged nodes. Children are numbered after their parents, so one pass from the last
 /// node up finds every class; classes are numbered in the order their first node appears.
-fn merged(
-    moves: Vec<Moves>,
-    ends: Vec<bool>,
-    roots: Vec<u32>,
-) -> (Vec<Moves>, Vec<bool>, Vec<u32>) {
-    let mut classes: HashMap<(bool, Vec<(u8, u32)>), u32> = HashMap::default();
-    let mut class_of = vec![0u32; moves.len()];
-    for node in (0..moves.len()).rev() {
-        let signature: Vec<(u8, u32)> = moves[node]
-            .iter()
-            .map(|&(b, c)| (b, class_of[c as usize]))
-            .collect();
-        let next = classes.len() as u32;
-        class_of[node] = *classes.entry((ends[node], signature)).or_insert(next);
+/// Returns the merged rows, end flags and roots.
+fn merged(rows: &Rows, ends: &[bool], roots: &[u32]) -> (Rows, Vec<bool>, Vec<u32>) {
+    let nodes = ends.len();
+    let row = |node: usize| rows.row(node);
+    // Classes are the distinct signatures: the end flag, then per move its byte and the
+    // child's class.
+    let mut classes = SliceInterner::default();
+    let mut class_of = vec![0u32; nodes];
+    let mut signature: Vec<u32> = Vec::new();
+    for node in (0..nodes).rev() {
+        signature.clear();
+        signature.push(u32::from(ends[node]));
+        for &(b, c) in row(node) {
+            signature.extend([u32::from(b), class_of[c as usize]]);
+        }
+        class_of[node] = classes.id(&signature).0;
     }
-    let mut number = vec![u32::MAX; classes.len()];
-    let mut first: Vec<usize> = Vec::new();
+    let mut number = vec![NONE; classes.len()];
+    let mut first: Vec<usize> = Vec::with_capacity(classes.len());
     for (node, &class) in class_of.iter().enumerate() {
-        if number[class as usize] == u32::MAX {
+        if number[class as usize] == NONE {
             number[class as usize] = first.len() as u32;
             first.push(node);
         }
     }
     let renumber = |c: u32| number[class_of[c as usize] as usize];
-    let new_moves = first
-        .iter()
-        .map(|&node| moves[node].iter().map(|&(b, c)| (b, renumber(c))).collect())
-        .collect();
+    let mut new_rows = Rows {
+        offsets: vec![0],
+        moves: Vec::new(),
+    };
+    for &node in &first {
+        new_rows
+            .moves
+            .extend(row(node).iter().map(|&(b, c)| (b, renumber(c))));
+        new_rows.close_row();
+    }
     let new_ends = first.iter().map(|&node| ends[node]).collect();
     let new_roots = roots.iter().map(|&r| renumber(r)).collect();
-    (new_moves, new_ends, new_roots)
+    (new_rows, new_ends, new_roots)
+}
+
+/// The regex text of spellings as alternatives matching each exactly (Python's
+/// `NameSet.pattern` options joined by `|`): ASCII punctuation and controls as `\xNN`
+/// escapes, with `fold` each ASCII letter as `[xX]`; digits, exact letters and non-ASCII
+/// characters as themselves. Python's `_literal` is the reference.
+pub fn literal_alternation(spellings: &[&str], fold: bool, out: &mut String) {
+    use std::fmt::Write;
+    for (i, spelling) in spellings.iter().enumerate() {
+        if i > 0 {
+            out.push('|');
+        }
+        for c in spelling.chars() {
+            match c {
+                'a'..='z' | 'A'..='Z' if fold => {
+                    out.extend(['[', c.to_ascii_lowercase(), c.to_ascii_uppercase(), ']'])
+                }
+                '0'..='9' | 'a'..='z' | 'A'..='Z' => out.push(c),
+                c if c.is_ascii() => write!(out, "\\x{:02x}", c as u32).expect("a String"),
+                c => out.push(c),
+            }
+        }
+    }
 }
 
 /// The states a product adds to its base scanner (Python's `_name_rows`), in id order from
-/// `base_states` on: each one's 256 transitions, its base state (-1: none), and as slot bit
-/// masks the name slots that accept there and those still live.
+/// `base_states` on: each one's base state (-1: none), the bytes whose target differs from its
+/// base state's row (`overrides`, per state in byte order), and as slot bit masks the name
+/// slots that accept there and those still live. Kept sparse: `fill_table` writes the dense
+/// table once, where its caller wants it (a catalog's names add megabytes of rows, and each
+/// copy of them costs more than computing them).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NameRows {
-    pub transitions: Vec<i32>,
+    overrides: Rows,
     pub base_of: Vec<i32>,
     pub accepted: Vec<u64>,
     pub alive: Vec<u64>,
+}
+
+impl NameRows {
+    /// States added.
+    pub fn len(&self) -> usize {
+        self.base_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.base_of.is_empty()
+    }
+
+    /// Entries of the whole table: the base's rows and these.
+    pub fn table_len(&self, base: &[i32]) -> usize {
+        base.len() + self.len() * ALPHABET
+    }
+
+    /// Writes the whole table into `out` (`table_len` entries, through `put`, which stores
+    /// entry i): the base's rows unchanged, then each new state's row — its base state's row
+    /// (all -1 for none) with its overrides.
+    pub fn fill_table(&self, base: &[i32], mut put: impl FnMut(usize, i32)) {
+        for (i, &q) in base.iter().enumerate() {
+            put(i, q);
+        }
+        let mut at = base.len();
+        for (state, &b) in self.base_of.iter().enumerate() {
+            let mut overrides = self.overrides.row(state).iter().peekable();
+            for byte in 0..ALPHABET {
+                let q = match overrides.next_if(|&&(o, _)| o as usize == byte) {
+                    Some(&(_, target)) => target as i32,
+                    None if b == DEAD => DEAD,
+                    None => base[b as usize * ALPHABET + byte],
+                };
+                put(at + byte, q);
+            }
+            at += ALPHABET;
+        }
+    }
+
+    /// The whole table as a vector (`fill_table`).
+    pub fn table(&self, base: &[i32]) -> Vec<i32> {
+        let mut out = vec![DEAD; self.table_len(base)];
+        self.fill_table(base, |i, q| out[i] = q);
+        out
+    }
 }
 
 /// The base scanner (flat table of `base_states` rows, start `base_start`) times the slots'
@@ -279,38 +450,44 @@ pub fn name_rows(
     {
         return Err(NamesError::BadTable);
     }
-    // Position sets are interned per slot (0: the empty set), their successors memoized. A
-    // state's key is [base state as u32, one set id per slot].
-    let mut sets: Vec<Interner> = slots.iter().map(|_| Interner::default()).collect();
-    let mut successors: Vec<HashMap<u32, Vec<(u8, u32)>>> = vec![HashMap::default(); width];
+    // Position sets are interned per slot (id 0: the empty set, interned first), their
+    // successors memoized per set id. A state's key is [base state as u32, one set id per
+    // slot]; states are numbered as their keys are interned.
+    let mut sets: Vec<SliceInterner> = slots
+        .iter()
+        .map(|_| {
+            let mut interner = SliceInterner::default();
+            interner.id(&[]);
+            interner
+        })
+        .collect();
+    let mut successors: Vec<Vec<Option<SetMoves>>> = vec![Vec::new(); width];
     let mut start: Vec<u32> = vec![base_start as u32];
     for (automaton, interner) in slots.iter().zip(sets.iter_mut()) {
-        start.push(interner.id(&automaton.start));
+        start.push(interner.id(&automaton.start).0);
     }
-    let start: Box<[u32]> = start.into();
-    let mut keys: Vec<Box<[u32]>> = vec![start.clone()];
-    let mut ids: HashMap<Box<[u32]>, u32> = HashMap::default();
-    ids.insert(start, 0);
-    let mut out = NameRows::default();
+    let mut keys = SliceInterner::default();
+    keys.id(&start);
+    let mut out = NameRows {
+        overrides: Rows {
+            offsets: vec![0],
+            moves: Vec::new(),
+        },
+        ..NameRows::default()
+    };
     // per byte: the key its move leads to (base part filled in last)
     let mut moved: Vec<u32> = vec![0; ALPHABET * (width + 1)];
     let mut touched: Vec<usize> = Vec::new();
+    let mut after: Vec<(u8, u32)> = Vec::new();
     let mut head = 0;
     while head < keys.len() {
         if keys.len() > bound {
             return Err(NamesError::TooManyStates { bound });
         }
-        let b = keys[head][0] as i32;
-        let row_start = out.transitions.len();
-        if b == DEAD {
-            out.transitions.extend(std::iter::repeat_n(DEAD, ALPHABET));
-        } else {
-            let at = b as usize * ALPHABET;
-            out.transitions.extend_from_slice(&base[at..at + ALPHABET]);
-        }
+        let b = keys.get(head as u32)[0] as i32;
         let (mut accepted, mut alive) = (0u64, 0u64);
         for k in 0..width {
-            let set = keys[head][k + 1];
+            let set = keys.get(head as u32)[k + 1];
             if set == 0 {
                 continue;
             }
@@ -318,14 +495,20 @@ pub fn name_rows(
             if slots[k].accepts(sets[k].get(set)) {
                 accepted |= 1 << k;
             }
-            let after = successors[k].entry(set).or_insert_with(|| {
-                let found = slots[k].successors(sets[k].get(set));
-                found
-                    .into_iter()
-                    .map(|(byte, after)| (byte, sets[k].id(&after)))
-                    .collect()
-            });
-            for &(byte, next) in after.iter() {
+            let memo = &mut successors[k];
+            if memo.len() <= set as usize {
+                memo.resize(set as usize + 1, None);
+            }
+            if memo[set as usize].is_none() {
+                slots[k].successors(sets[k].get(set), &mut after);
+                let mut found = Vec::new();
+                for run in after.chunk_by(|x, y| x.0 == y.0) {
+                    let positions: Vec<u32> = run.iter().map(|&(_, q)| q).collect();
+                    found.push((run[0].0, sets[k].id(&positions).0));
+                }
+                memo[set as usize] = Some(found.into());
+            }
+            for &(byte, next) in memo[set as usize].as_deref().unwrap_or_default() {
                 let byte = byte as usize;
                 let key = &mut moved[byte * (width + 1)..(byte + 1) * (width + 1)];
                 if key.iter().all(|&id| id == 0) {
@@ -342,19 +525,13 @@ pub fn name_rows(
             } else {
                 base[b as usize * ALPHABET + byte] as u32
             };
-            let target = match ids.get(&*key) {
-                Some(&id) => id,
-                None => {
-                    let id = keys.len() as u32;
-                    let owned: Box<[u32]> = (&*key).into();
-                    ids.insert(owned.clone(), id);
-                    keys.push(owned);
-                    id
-                }
-            };
+            let target = keys.id(key).0;
             key.fill(0);
-            out.transitions[row_start + byte] = (base_states as u32 + target) as i32;
+            out.overrides
+                .moves
+                .push((byte as u8, base_states as u32 + target));
         }
+        out.overrides.close_row();
         touched.clear();
         out.base_of.push(b);
         out.accepted.push(accepted);
@@ -364,29 +541,53 @@ pub fn name_rows(
     Ok(out)
 }
 
-/// Distinct sorted position sets of one slot, numbered from 1 (0: the empty set).
+/// A position set's moves: per byte, the id of the set after it.
+type SetMoves = Box<[(u8, u32)]>;
+
+/// Distinct `u32` slices numbered from 0 in the order first seen, stored end to end in one
+/// arena (no allocation per slice): the trie classes, the position sets of a slot and the
+/// product's state keys. Slices with one hash are chained through `next`.
 #[derive(Debug, Default)]
-struct Interner {
-    ids: HashMap<Vec<u32>, u32>,
-    sets: Vec<Vec<u32>>,
+struct SliceInterner {
+    heads: HashMap<u64, u32>,
+    next: Vec<u32>,
+    offsets: Vec<u32>,
+    arena: Vec<u32>,
 }
 
-impl Interner {
-    fn id(&mut self, set: &[u32]) -> u32 {
-        if set.is_empty() {
-            return 0;
+impl SliceInterner {
+    /// The slice's id, and whether it is new.
+    fn id(&mut self, slice: &[u32]) -> (u32, bool) {
+        let mut hasher = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash_slice(slice, &mut hasher);
+        let hash = std::hash::Hasher::finish(&hasher);
+        let head = self.heads.get(&hash).copied().unwrap_or(NONE);
+        let mut id = head;
+        while id != NONE {
+            if self.get(id) == slice {
+                return (id, false);
+            }
+            id = self.next[id as usize];
         }
-        if let Some(&id) = self.ids.get(set) {
-            return id;
-        }
-        self.sets.push(set.to_vec());
-        let id = self.sets.len() as u32;
-        self.ids.insert(set.to_vec(), id);
-        id
+        let id = self.next.len() as u32;
+        self.offsets.push(self.arena.len() as u32);
+        self.arena.extend_from_slice(slice);
+        self.next.push(head);
+        self.heads.insert(hash, id);
+        (id, true)
     }
 
     fn get(&self, id: u32) -> &[u32] {
-        &self.sets[id as usize - 1]
+        let start = self.offsets[id as usize] as usize;
+        let end = self
+            .offsets
+            .get(id as usize + 1)
+            .map_or(self.arena.len(), |&e| e as usize);
+        &self.arena[start..end]
+    }
+
+    fn len(&self) -> usize {
+        self.next.len()
     }
 }
 
@@ -413,6 +614,7 @@ mod tests {
 
     /// Every string the product accepts for slot `k`, by depth-first search (finite languages).
     fn accepted_strings(rows: &NameRows, base_states: usize, k: usize) -> Vec<Vec<u8>> {
+        let table = rows.table(&vec![DEAD; base_states * ALPHABET]);
         let mut out = Vec::new();
         let mut stack = vec![(base_states, Vec::new())];
         while let Some((state, path)) = stack.pop() {
@@ -421,7 +623,7 @@ mod tests {
                 out.push(path.clone());
             }
             for b in 0..ALPHABET {
-                let t = rows.transitions[i * ALPHABET + b];
+                let t = table[state * ALPHABET + b];
                 if t >= base_states as i32 {
                     let mut next = path.clone();
                     next.push(b as u8);
@@ -480,11 +682,23 @@ mod tests {
         let automaton = NameAutomaton::new(&[b"ab"], &[], None);
         let rows = name_rows(&base, 0, &[automaton], 1000).unwrap();
         // the start (id 2) keeps "x" -> 1 and moves "a" to a new state
-        assert_eq!(rows.transitions[b'x' as usize], 1);
-        assert_eq!(rows.transitions[b'a' as usize], 3);
+        let table = rows.table(&base);
+        assert_eq!(&table[..2 * ALPHABET], &base[..]);
+        assert_eq!(table[2 * ALPHABET + b'x' as usize], 1);
+        assert_eq!(table[2 * ALPHABET + b'a' as usize], 3);
         assert_eq!(rows.base_of, vec![0, DEAD, DEAD]);
         assert_eq!(rows.alive, vec![1, 1, 1]);
         assert_eq!(rows.accepted, vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn literals_escape_punctuation_and_fold_letters() {
+        let mut out = String::new();
+        literal_alternation(&["a_1", "\"Q\u{e9}\""], false, &mut out);
+        assert_eq!(out, "a\\x5f1|\\x22Q\u{e9}\\x22");
+        out.clear();
+        literal_alternation(&["ab.c"], true, &mut out);
+        assert_eq!(out, "[aA][bB]\\x2e[cC]");
     }
 
     #[test]

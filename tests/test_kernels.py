@@ -236,6 +236,21 @@ def test_names_outside_equals_the_reference(rust_kernels, names, pattern) -> Non
     assert rust_kernels.names_outside(names, dfa) == names.automaton.outside(dfa)
 
 
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    exact=st.lists(st.text(min_size=0, max_size=6), max_size=6),
+    folded=st.lists(st.text(min_size=0, max_size=6), max_size=6),
+)
+def test_literal_alternation_equals_the_reference(rust_kernels, exact, folded) -> None:
+    # any characters: ASCII punctuation and controls escaped, letters folded, the rest kept
+    names = NameSet(tuple(exact), tuple(folded))
+    assert rust_kernels.literal_alternation(names.exact, names.folded) == "|".join(
+        names.literal_options()
+    )
+
+
 @pytest.mark.parametrize("role", [None, "analyst", "clerk", "admin"])
 def test_scanners_with_names_equal_bit_for_bit(rust_kernels, monkeypatch, role) -> None:
     schema = Schema.from_tables("sqlite", {**HR_TABLES, "Quarterly Results": ["Q", "rev USD"]})

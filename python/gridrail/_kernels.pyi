@@ -18,11 +18,15 @@ class ScanTable:
         """`ScannerAutomaton.canonical_order`: uint32 states, native-endian."""
 
 def name_rows(base: bytes, start: int, slots: list[NameSetArgs], bound: int) -> list[bytes]:
-    """`gridrail.grammar.scanner._name_rows`: transitions (int32), base states (int32),
-    accepted and live slots (uint64), as native-endian bytes. OverflowError past `bound`."""
+    """`gridrail.grammar.scanner._name_rows`: the whole table (int32), the new states' base
+    states (int32), accepted and live slots (uint64), as native-endian bytes. OverflowError
+    past `bound`."""
 
 def names_outside(names: NameSetArgs, dfa: DfaArgs) -> bytes | None:
     """`gridrail.grammar.names.NameAutomaton.outside`."""
+
+def literal_alternation(exact: list[str], folded: list[str]) -> str:
+    """`gridrail.grammar.names.NameSet.pattern`'s alternatives joined by `|`."""
 
 def fullmatch_many(dfa: DfaArgs, texts: list[bytes]) -> bytes:
     """Per text, `gridrail.grammar.dfa.ByteDFA.fullmatch` as one byte (1 or 0)."""

@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 # `ScannerAutomaton.run`.
 ScanResult = tuple[int, int, int, int]
 ScanRunner = Callable[[int, bytes], ScanResult]
-# The states the name automata add to a scanner (`gridrail.grammar.scanner._name_rows`): their
-# transitions (array "i", 256 per state), per state its base state or -1 (array "i"), and the
-# name slots that accept there and those still live, as bit masks (arrays "Q").
-NameRows = tuple[array, array, array, array]
+# A scanner with the states the name automata add (`gridrail.grammar.scanner._name_rows`): the
+# whole table (native-endian int32 bytes, 256 per state: the base's rows, then the new
+# states'), per new state its base state or -1 (array "i"), and the name slots that accept
+# there and those still live, as bit masks (arrays "Q").
+NameRows = tuple[bytes, array, array, array]
 
 
 def _load_kernels() -> ModuleType | None:
@@ -47,14 +48,15 @@ _kernels = _load_kernels()
 KERNELS_ENABLED: bool = _kernels is not None
 
 
-def make_scan_table(scanner: ScannerAutomaton) -> ScanTable | None:
+def make_scan_table(scanner: ScannerAutomaton, table: bytes | None = None) -> ScanTable | None:
     """The Rust ``ScanTable`` of `scanner` (its ``run`` is ``scanner.run``), or None without
-    the kernels. The walk kernel shares its transitions (`make_mask_runners`)."""
+    the kernels; `table` is its transitions as bytes where the caller has them. The walk
+    kernel shares its transitions (`make_mask_runners`)."""
     if _kernels is None:
         return None
     # Native-endian int32 bytes: the cheapest way to hand the table to Rust.
     accepting = bytes(1 if mask else 0 for mask in scanner.accept_mask)
-    return _kernels.ScanTable(scanner.transitions.tobytes(), accepting)
+    return _kernels.ScanTable(table or scanner.transitions.tobytes(), accepting)
 
 
 # The context-independent walk from a configuration below a trie node, with its CI tokens
@@ -169,11 +171,11 @@ def name_rows(base: ScannerAutomaton, name_sets: Sequence[NameSet], bound: int) 
     `bound` states). Only with KERNELS_ENABLED."""
     assert _kernels is not None
     slots = [_name_set_args(names) for names in name_sets]
-    parts = _kernels.name_rows(base.transitions.tobytes(), base.start, slots, bound)
-    out = (array("i"), array("i"), array("Q"), array("Q"))
-    for values, data in zip(out, parts, strict=True):
+    table, *parts = _kernels.name_rows(base.transitions.tobytes(), base.start, slots, bound)
+    base_of, accepted, alive = array("i"), array("Q"), array("Q")
+    for values, data in zip((base_of, accepted, alive), parts, strict=True):
         values.frombytes(data)
-    return out
+    return table, base_of, accepted, alive
 
 
 def names_outside(names: NameSet, dfa: ByteDFA) -> str | None:
@@ -188,6 +190,13 @@ def canonical_order(scanner: ScannerAutomaton, root: int) -> list[int]:
     if scanner.kernel_table is None:
         return scanner.canonical_order(root)
     return array("I", scanner.kernel_table.canonical_order(root)).tolist()
+
+
+def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
+    """Rust ``literal_alternation``: `NameSet.literal_options` joined by ``|``. Only with
+    KERNELS_ENABLED."""
+    assert _kernels is not None
+    return _kernels.literal_alternation(list(exact), list(folded))
 
 
 def fullmatch_many(dfa: ByteDFA, texts: Sequence[bytes]) -> list[bool]:

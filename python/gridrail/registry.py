@@ -222,7 +222,7 @@ def shared_compiled_grammar(grammar: Grammar, registry: Registry | None = None) 
     """`compile_grammar(grammar)`, built once per grammar. The key carries the grammar's name as
     well as its fingerprint: two roles whose languages coincide compile to equal tables, but each
     guide's error messages must name its own language."""
-    key = ("compiled", grammar.fingerprint, grammar.name)
+    key = ("compiled", grammar.compile_key, grammar.name)
     return _or_default(registry).get(key, lambda: compile_grammar(grammar))
 
 

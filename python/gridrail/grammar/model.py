@@ -239,6 +239,27 @@ class Grammar:
         return cache
 
     @property
+    def compile_key(self) -> str:
+        """BLAKE2b-128 (hex) of the canonical form with each name-spelled terminal's regex text
+        and name set replaced by the name set's fingerprint, which determines both: it tells
+        languages apart as `fingerprint` does, without encoding a large schema's spellings
+        twice. What the compiled-grammar registry keys on."""
+        cache = self.__dict__.get("_compile_key")
+        if cache is None:
+            doc = {
+                "start": self.start,
+                "terminals": [_compact_row(t) for t in self.terminals],
+                "ignored": sorted(self.ignored),
+                "declared": sorted(self.declared),
+                "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
+                "regex_semantics": REGEX_SEMANTICS,
+            }
+            text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+            cache = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+            object.__setattr__(self, "_compile_key", cache)
+        return cache
+
+    @property
     def lexical_fingerprint(self) -> str:
         """BLAKE2b-128 (hex) of what defines the scanner alone: the terminals (numbering,
         patterns, flags, priorities), the ignored and the declared ones. Role projections of one
@@ -246,16 +267,21 @@ class Grammar:
         walks, which read the scanner and the allowed set, never the productions."""
         cache = self.__dict__.get("_lexical_fingerprint")
         if cache is None:
-            terminals = [
-                [t.index, t.name, t.pattern, t.flags, t.priority, t.is_literal]
-                + ([t.names.fingerprint] if t.names is not None else [])
-                for t in self.terminals
-            ]
+            terminals = [_compact_row(t) for t in self.terminals]
             doc = [terminals, sorted(self.ignored), sorted(self.declared)]
             text = json.dumps(doc, separators=(",", ":"))
             cache = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
             object.__setattr__(self, "_lexical_fingerprint", cache)
         return cache
+
+
+def _compact_row(terminal: TerminalDef) -> list[object]:
+    """The terminal's row with a name set's fingerprint standing for its spellings and the
+    regex text made from them."""
+    if terminal.names is None:
+        return terminal.row()
+    t = terminal
+    return [t.index, t.name, "", t.flags, t.priority, t.is_literal, t.names.fingerprint]
 
 
 def _terminal(row: list[object]) -> TerminalDef:

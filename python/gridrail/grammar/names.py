@@ -61,13 +61,22 @@ class NameSet:
     @cached_property
     def pattern(self) -> str:
         """The same language as regex text (flags "")."""
-        options = [_literal(s, fold=False) for s in self.exact]
-        options += [_literal(s, fold=True) for s in self.folded]
+        if kernels.KERNELS_ENABLED:
+            names = kernels.literal_alternation(self.exact, self.folded)
+        else:
+            names = "|".join(self.literal_options())
+        options = [names] if self.spellings else []
         if self.rest:
             options.append(f"(?:{self.rest})")
         if not options:
             return ""
         return f"{self.exclusion}(?:{'|'.join(options)}){self.suffix}"
+
+    def literal_options(self) -> list[str]:
+        """Each spelling as a regex matching it alone: the reference of the Rust kernel
+        ``literal_alternation``."""
+        options = [_literal(s, fold=False) for s in self.exact]
+        return options + [_literal(s, fold=True) for s in self.folded]
 
     @cached_property
     def rest_pattern(self) -> str:

@@ -19,8 +19,8 @@ import functools
 import hashlib
 import struct
 from array import array
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import InitVar, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,35 +79,42 @@ class ScannerAutomaton:
     """Minimal DFA whose states are labelled with accepted and still-live terminal sets.
 
     ``transitions[state * 256 + byte]`` is the next state, or -1 when no terminal is live after
-    that byte. Every state except possibly the start has a non-empty ``live`` set; the start's is
-    empty only when no terminal can match anything. Do not mutate ``transitions``.
+    that byte: an int32 array, or a read-only int32 view (a scanner with names). Every state
+    except possibly the start has a non-empty ``live`` set; the start's is empty only when no
+    terminal can match anything. Do not mutate ``transitions``.
     """
 
     start: int
     num_states: int
-    transitions: array = field(repr=False)
+    transitions: array | memoryview = field(repr=False)
     accepts: tuple[frozenset[int], ...] = field(repr=False)
     live: tuple[frozenset[int], ...] = field(repr=False)
-    accept_mask: tuple[int, ...] = field(init=False, repr=False)
-    live_mask: tuple[int, ...] = field(init=False, repr=False)
+    # The sets as bit masks: computed from them unless given (a builder that has them).
+    accept_mask: tuple[int, ...] = field(default=(), repr=False)
+    live_mask: tuple[int, ...] = field(default=(), repr=False)
     # The Rust table (None without the kernels) and the fastest available implementation of
     # `run`: its `run` when there is one.
     kernel_table: ScanTable | None = field(init=False, repr=False)
     fast_run: ScanRunner = field(init=False, repr=False)
     # Memo of `identity` (computed on demand: only the states a cache asks about).
     _identities: dict[int, StateIdentity] = field(default_factory=dict, init=False, repr=False)
+    # `transitions` as native-endian int32 bytes, where the builder has them: the Rust table
+    # is made from them (a large table is then not copied once more).
+    table_bytes: InitVar[bytes | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, table_bytes: bytes | None) -> None:
         from gridrail.kernels import make_scan_table
 
         masks: dict[frozenset[int], int] = {}  # states share their sets: one mask per set
         for field_name, sets in (("accept_mask", self.accepts), ("live_mask", self.live)):
+            if len(getattr(self, field_name)) == self.num_states:
+                continue
             values = [masks.get(s) for s in sets]
             for i, value in enumerate(values):
                 if value is None:
                     values[i] = masks[sets[i]] = _mask(sets[i])
             object.__setattr__(self, field_name, tuple(values))
-        table = make_scan_table(self)
+        table = make_scan_table(self, table_bytes)
         object.__setattr__(self, "kernel_table", table)
         object.__setattr__(self, "fast_run", self.run if table is None else table.run)
 
@@ -288,29 +295,43 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
             f"{MAX_NAME_STATES} scanner states for their spellings: let the role see fewer "
             "tables or columns"
         ) from None
-    transitions, base_of, accepted, alive = rows
-    table = array("i", base.transitions)
-    table.extend(transitions)
+    table_bytes, base_of, accepted, alive = rows
+    table = memoryview(table_bytes).cast("i")  # read-only, and not a copy of megabytes
     indices = [t.index for t in named]
-    accepts = (*base.accepts, *_labels(base.accepts, base_of, accepted, indices))
-    live = (*base.live, *_labels(base.live, base_of, alive, indices))
-    return ScannerAutomaton(base.num_states, len(accepts), table, accepts, live)
+    accepts, accept_mask = _labels(base.accepts, base.accept_mask, base_of, accepted, indices)
+    live, live_mask = _labels(base.live, base.live_mask, base_of, alive, indices)
+    return ScannerAutomaton(
+        base.num_states,
+        len(accepts) + base.num_states,
+        table,
+        (*base.accepts, *accepts),
+        (*base.live, *live),
+        (*base.accept_mask, *accept_mask),
+        (*base.live_mask, *live_mask),
+        table_bytes,
+    )
 
 
 def _labels(
-    own: Sequence[frozenset[int]], base_of: Sequence[int], slots: Sequence[int], indices: list[int]
-) -> list[frozenset[int]]:
+    own: Sequence[frozenset[int]],
+    own_masks: Sequence[int],
+    base_of: Sequence[int],
+    slots: Sequence[int],
+    indices: list[int],
+) -> tuple[list[frozenset[int]], list[int]]:
     """Per new state, its base state's set (none for -1) with the terminals of the name slots
-    in its mask; states with equal (base state, mask) share one frozenset."""
-    shared: dict[tuple[int, int], frozenset[int]] = {}
-    out = []
+    in its mask, as a set and as a bit mask; states with equal (base state, mask) share them."""
+    shared: dict[tuple[int, int], tuple[frozenset[int], int]] = {}
+    sets, masks = [], []
     for b, mask in zip(base_of, slots, strict=True):
         found = shared.get((b, mask))
         if found is None:
-            named = {index for k, index in enumerate(indices) if (mask >> k) & 1}
-            found = shared[(b, mask)] = (own[b] if b >= 0 else frozenset()) | named
-        out.append(found)
-    return out
+            named = [index for k, index in enumerate(indices) if (mask >> k) & 1]
+            bits = (own_masks[b] if b >= 0 else 0) | _mask(named)
+            found = shared[(b, mask)] = ((own[b] if b >= 0 else frozenset()) | set(named), bits)
+        sets.append(found[0])
+        masks.append(found[1])
+    return sets, masks
 
 
 def _name_rows(base: ScannerAutomaton, automata: Sequence[NameAutomaton], bound: int) -> NameRows:
@@ -321,14 +342,14 @@ def _name_rows(base: ScannerAutomaton, automata: Sequence[NameAutomaton], bound:
     position left it *is* the base state (same id, same row: the base's states and rows come
     first, unchanged), otherwise it gets the next id, breadth first from the start in byte
     order, so the numbering is a function of the terminals alone. A row is the base state's
-    row with the bytes that move some name position overridden. Returns the new states' rows,
-    base states, and the slots that accept there and that are live, as bit masks;
-    OverflowError past `bound` states."""
+    row with the bytes that move some name position overridden. Returns the whole table (the
+    base's rows, then the new states'), the new states' base states, and the slots that accept
+    there and that are live, as bit masks; OverflowError past `bound` states."""
     slots = range(len(automata))
     nothing: frozenset[int] = frozenset()
     dead_row = array("i", [DEAD]) * 256
     base_table = base.transitions
-    table, base_of, accepted, alive = array("i"), array("i"), array("Q"), array("Q")
+    table, base_of, accepted, alive = array("i", base_table), array("i"), array("Q"), array("Q")
     start_key = (base.start, tuple(a.start for a in automata))
     ids = {start_key: base.num_states}
     keys = [start_key]
@@ -362,7 +383,7 @@ def _name_rows(base: ScannerAutomaton, automata: Sequence[NameAutomaton], bound:
         base_of.append(b)
         accepted.append(accepting)
         alive.append(live)
-    return table, base_of, accepted, alive
+    return table.tobytes(), base_of, accepted, alive
 
 
 def _terminal_dfa(terminal: TerminalDef) -> ByteDFA:
@@ -400,7 +421,7 @@ def _framed_mask(mask: int) -> bytes:
     return struct.pack("<I", len(data)) + data
 
 
-def _mask(indices: frozenset[int]) -> int:
+def _mask(indices: Iterable[int]) -> int:
     mask = 0
     for index in indices:
         mask |= 1 << index

@@ -220,7 +220,9 @@ def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
     found: dict[int, bytes] = {}
     seen = np.zeros(scanner.num_states, dtype=bool)
     seen[scanner.start] = True
-    paths = {scanner.start: b""}
+    # each reached state's parent and the byte from it (a string is read back only when found)
+    parent_of = np.full(scanner.num_states, -1, dtype=np.int64)
+    byte_of = np.zeros(scanner.num_states, dtype=np.uint8)
     level = np.array([scanner.start], dtype=np.int64)
     missing = wanted
     while level.size and missing:
@@ -232,21 +234,28 @@ def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
         by_discovery = np.argsort(first, kind="stable")
         states, first = states[by_discovery], first[by_discovery]
         seen[states] = True
-        next_paths = {}
-        for state, position in zip(states.tolist(), first.tolist(), strict=True):
-            parent, byte = int(level[position >> 8]), position & 0xFF
-            text = paths[parent] + bytes((byte,))
-            next_paths[state] = text
+        parent_of[states] = level[first >> 8]
+        byte_of[states] = first & 0xFF
+        listed = states.tolist()
+        # only a state accepting a missing terminal can add one (`missing` only shrinks)
+        for state in [state for state in listed if accept[state] & missing]:
             candidates = accept[state]
-            if candidates:
-                top = max(compiled.classes[t] for t in _bits(candidates))
-                for t in _bits(candidates):
-                    if compiled.classes[t] == top:
-                        found.setdefault(t, text)
-                        missing &= ~(1 << t)
-        stepped = [state for state in states.tolist() if live[state] & missing]
-        paths, level = next_paths, np.array(stepped, dtype=np.int64)
+            top = max(compiled.classes[t] for t in _bits(candidates))
+            for t in _bits(candidates):
+                if compiled.classes[t] == top and t not in found:
+                    found[t] = _path(state, parent_of, byte_of)
+                    missing &= ~(1 << t)
+        level = np.array([state for state in listed if live[state] & missing], dtype=np.int64)
     return found
+
+
+def _path(state: int, parent_of: np.ndarray, byte_of: np.ndarray) -> bytes:
+    """The bytes from the scanner's start to `state` along the recorded parents."""
+    out = bytearray()
+    while parent_of[state] >= 0:
+        out.append(byte_of[state])
+        state = int(parent_of[state])
+    return bytes(reversed(out))
 
 
 def _bits(mask: int) -> list[int]:
