@@ -117,9 +117,15 @@ def test_the_scanner_from_names_is_the_scanner_from_their_regex(role, profile) -
         [t for t in _without_names(language).terminals if t.name not in language.declared]
     )
     _assert_same_automaton(scanner, from_regex)
-    # the product hands its masks over ready-made: they are its sets' masks
-    for sets, masks in ((scanner.accepts, scanner.accept_mask), (scanner.live, scanner.live_mask)):
+    # the product hands its masks and groups over ready-made: they are its sets'
+    labels = scanner.labels
+    assert labels is not None and len(labels.index) == scanner.num_states
+    for sets, masks, grouped in (
+        (scanner.accepts, scanner.accept_mask, labels.accept),
+        (scanner.live, scanner.live_mask, labels.live),
+    ):
         assert masks == tuple(sum(1 << t for t in terminals) for terminals in sets)
+        assert masks == tuple(grouped[group] for group in labels.index.tolist())
 
 
 def test_the_base_scanner_is_shared_by_every_schema() -> None:

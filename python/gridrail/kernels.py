@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+
 if TYPE_CHECKING:
     from gridrail._kernels import ScanTable
     from gridrail.grammar.dfa import ByteDFA
@@ -94,14 +96,13 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
     rust = _kernels  # these runners keep the kernels they were built with
     compiled = oracle.compiled
     words = (len(compiled.grammar.terminals) + 63) // 64
-    _, live, accept = oracle.scanner_tables()
-    scan_table = compiled.scanner.kernel_table
-    assert scan_table is not None  # every scanner has one while the kernels are on
+    scan_table, labels = compiled.scanner.kernel_table, compiled.scanner.labels
+    assert scan_table is not None and labels is not None  # every scanner has them
     scanner = rust.WalkScanner(
         scan_table,
         words,
-        _words_per_state(live, words),
-        _words_per_state([compiled.top_class(a) for a in accept], words),
+        _words_per_state(labels.index, labels.live, words),
+        _words_per_state(labels.index, [compiled.top_class(a) for a in labels.accept], words),
     )
     table = rust.TrieTable(
         trie.edge_byte.tobytes(),
@@ -161,9 +162,11 @@ def _words_of(mask: int, words: int) -> bytes:
     return values.tobytes()
 
 
-def _words_per_state(masks: Sequence[int], words: int) -> bytes:
-    spelled: dict[int, bytes] = {}  # states share their sets
-    return b"".join(spelled.get(m) or spelled.setdefault(m, _words_of(m, words)) for m in masks)
+def _words_per_state(index: np.ndarray, masks: Sequence[int], words: int) -> bytes:
+    """Per state the terminal set of its group (`ScannerLabels`: `index` numbers the group,
+    `masks` holds each group's set) as `words` words, one row per state."""
+    spelled = b"".join(_words_of(mask, words) for mask in masks)
+    return np.frombuffer(spelled, np.uint64).reshape(len(masks), words)[index].tobytes()
 
 
 def name_rows(base: ScannerAutomaton, name_sets: Sequence[NameSet], bound: int) -> NameRows:

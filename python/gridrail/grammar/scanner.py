@@ -21,7 +21,7 @@ import struct
 from array import array
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from gridrail._kernels import ScanTable
     from gridrail.grammar.names import NameAutomaton
     from gridrail.kernels import NameRows, ScanResult, ScanRunner
+
+T = TypeVar("T")
 
 IDENTITY_ENCODING = b"gridrail-scanner-state-v1"  # bump when the canonical encoding changes
 # Bounds on the union automaton (as dfa.py bounds each terminal's): terminals that are small
@@ -74,6 +76,29 @@ class StateIdentity:
     terminals: int  # every terminal live or accepted in the sub-automaton (the root's live set)
 
 
+class ScannerLabels(NamedTuple):
+    """A scanner's states grouped by their (accept, live) sets: per state the number of its
+    group (`index`, int64), and per group the accept and live masks. States share their sets
+    (tens of thousands of states, a few hundred groups), so per-state tables are built per
+    group and gathered (`gridrail.kernels.make_mask_runners`). Groups need not be distinct."""
+
+    index: np.ndarray
+    accept: tuple[int, ...]
+    live: tuple[int, ...]
+
+    @classmethod
+    def of(cls, accept_mask: Sequence[int], live_mask: Sequence[int]) -> ScannerLabels:
+        groups = dict.fromkeys(zip(accept_mask, live_mask, strict=True), 0)
+        for number, pair in enumerate(groups):
+            groups[pair] = number
+        index = np.fromiter(
+            map(groups.__getitem__, zip(accept_mask, live_mask, strict=True)),
+            np.int64,
+            len(accept_mask),
+        )
+        return cls(index, tuple(a for a, _ in groups), tuple(v for _, v in groups))
+
+
 @dataclass(frozen=True, eq=False)
 class ScannerAutomaton:
     """Minimal DFA whose states are labelled with accepted and still-live terminal sets.
@@ -92,6 +117,8 @@ class ScannerAutomaton:
     # The sets as bit masks: computed from them unless given (a builder that has them).
     accept_mask: tuple[int, ...] = field(default=(), repr=False)
     live_mask: tuple[int, ...] = field(default=(), repr=False)
+    # The states' sets grouped: computed from the masks unless given (a builder that has them).
+    labels: ScannerLabels | None = field(default=None, repr=False)
     # The Rust table (None without the kernels) and the fastest available implementation of
     # `run`: its `run` when there is one.
     kernel_table: ScanTable | None = field(init=False, repr=False)
@@ -114,6 +141,8 @@ class ScannerAutomaton:
                 if value is None:
                     values[i] = masks[sets[i]] = _mask(sets[i])
             object.__setattr__(self, field_name, tuple(values))
+        if self.labels is None:
+            object.__setattr__(self, "labels", ScannerLabels.of(self.accept_mask, self.live_mask))
         table = make_scan_table(self, table_bytes)
         object.__setattr__(self, "kernel_table", table)
         object.__setattr__(self, "fast_run", self.run if table is None else table.run)
@@ -297,41 +326,72 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
         ) from None
     table_bytes, base_of, accepted, alive = rows
     table = memoryview(table_bytes).cast("i")  # read-only, and not a copy of megabytes
-    indices = [t.index for t in named]
-    accepts, accept_mask = _labels(base.accepts, base.accept_mask, base_of, accepted, indices)
-    live, live_mask = _labels(base.live, base.live_mask, base_of, alive, indices)
+    groups, labels = _new_labels(base, base_of, accepted, alive, [t.index for t in named])
+    per_group = list(zip(*labels, strict=True)) or [(), (), (), ()]
+    accepts, live, accept_mask, live_mask = (_gathered(values, groups) for values in per_group)
+    base_labels = base.labels
+    assert base_labels is not None  # every scanner has them after construction
     return ScannerAutomaton(
         base.num_states,
-        len(accepts) + base.num_states,
+        base.num_states + len(groups),
         table,
         (*base.accepts, *accepts),
         (*base.live, *live),
         (*base.accept_mask, *accept_mask),
         (*base.live_mask, *live_mask),
+        ScannerLabels(
+            np.concatenate((base_labels.index, groups + len(base_labels.accept))),
+            base_labels.accept + tuple(per_group[2]),
+            base_labels.live + tuple(per_group[3]),
+        ),
         table_bytes,
     )
 
 
-def _labels(
-    own: Sequence[frozenset[int]],
-    own_masks: Sequence[int],
-    base_of: Sequence[int],
-    slots: Sequence[int],
+# A group of new states' (accept set, live set, accept mask, live mask).
+_Label = tuple[frozenset[int], frozenset[int], int, int]
+
+
+def _new_labels(
+    base: ScannerAutomaton,
+    base_of: array,
+    accepted: array,
+    alive: array,
     indices: list[int],
-) -> tuple[list[frozenset[int]], list[int]]:
-    """Per new state, its base state's set (none for -1) with the terminals of the name slots
-    in its mask, as a set and as a bit mask; states with equal (base state, mask) share them."""
-    shared: dict[tuple[int, int], tuple[frozenset[int], int]] = {}
-    sets, masks = [], []
-    for b, mask in zip(base_of, slots, strict=True):
-        found = shared.get((b, mask))
-        if found is None:
-            named = [index for k, index in enumerate(indices) if (mask >> k) & 1]
-            bits = (own_masks[b] if b >= 0 else 0) | _mask(named)
-            found = shared[(b, mask)] = ((own[b] if b >= 0 else frozenset()) | set(named), bits)
-        sets.append(found[0])
-        masks.append(found[1])
-    return sets, masks
+) -> tuple[np.ndarray, list[_Label]]:
+    """The product's new states grouped by (base state, accepting slots, live slots): per state
+    its group, and per group its label — the base state's sets (none for -1) with the
+    terminals of the slots added."""
+    keys = np.stack(
+        (
+            np.frombuffer(base_of, np.int32).astype(np.int64),
+            np.frombuffer(accepted, np.uint64).view(np.int64),
+            np.frombuffer(alive, np.uint64).view(np.int64),
+        ),
+        axis=1,
+    )
+    distinct, groups = np.unique(keys, axis=0, return_inverse=True)
+    labels = []
+    for b, accept_slots, live_slots in distinct.tolist():
+        named = [
+            [index for k, index in enumerate(indices) if (int(slots) >> k) & 1]
+            for slots in (accept_slots & ((1 << 64) - 1), live_slots & ((1 << 64) - 1))
+        ]
+        sets = [
+            (own[b] if b >= 0 else frozenset()) | set(terminals)
+            for own, terminals in zip((base.accepts, base.live), named, strict=True)
+        ]
+        masks = [
+            (own[b] if b >= 0 else 0) | _mask(terminals)
+            for own, terminals in zip((base.accept_mask, base.live_mask), named, strict=True)
+        ]
+        labels.append((sets[0], sets[1], masks[0], masks[1]))
+    return groups.reshape(-1), labels
+
+
+def _gathered(values: Sequence[T], groups: np.ndarray) -> list[T]:
+    """Per state its group's value."""
+    return [values[g] for g in groups.tolist()]
 
 
 def _name_rows(base: ScannerAutomaton, automata: Sequence[NameAutomaton], bound: int) -> NameRows:
