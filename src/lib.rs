@@ -12,7 +12,7 @@ pub mod walk;
 mod bindings {
     use pyo3::exceptions::{PyOverflowError, PyValueError};
     use pyo3::prelude::*;
-    use pyo3::types::PyBytes;
+    use pyo3::types::{PyBytes, PyString};
 
     use std::collections::HashMap;
 
@@ -77,10 +77,11 @@ mod bindings {
     }
 
     /// A name set as Python hands it over: (exact spellings, folded spellings, suffix DFA or
-    /// None), a DFA as (start, native-endian int32 table bytes, accepting flag bytes).
+    /// None), a DFA as (start, native-endian int32 table bytes, accepting flag bytes). The
+    /// spellings are read as UTF-8 where they lie, without a copy each.
     type NameSetArgs<'py> = (
-        Vec<Bound<'py, PyBytes>>,
-        Vec<Bound<'py, PyBytes>>,
+        Vec<Bound<'py, PyString>>,
+        Vec<Bound<'py, PyString>>,
         Option<DfaArgs<'py>>,
     );
     type DfaArgs<'py> = (i32, Bound<'py, PyBytes>, Bound<'py, PyBytes>);
@@ -97,9 +98,16 @@ mod bindings {
     fn automaton(args: &NameSetArgs) -> PyResult<names::NameAutomaton> {
         let (exact, folded, suffix) = args;
         let suffix = suffix.as_ref().map(dfa).transpose()?;
-        let exact: Vec<&[u8]> = exact.iter().map(|s| s.as_bytes()).collect();
-        let folded: Vec<&[u8]> = folded.iter().map(|s| s.as_bytes()).collect();
-        Ok(names::NameAutomaton::new(&exact, &folded, suffix.as_ref()))
+        let (exact, folded) = (utf8_all(exact)?, utf8_all(folded)?);
+        Ok(names::NameAutomaton::new(
+            &exact.iter().map(|s| s.as_bytes()).collect::<Vec<_>>(),
+            &folded.iter().map(|s| s.as_bytes()).collect::<Vec<_>>(),
+            suffix.as_ref(),
+        ))
+    }
+
+    fn utf8_all<'a>(texts: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a str>> {
+        texts.iter().map(|s| s.to_str()).collect()
     }
 
     fn names_error(err: names::NamesError) -> PyErr {
@@ -174,17 +182,19 @@ mod bindings {
     /// `literal_alternation(exact, folded) -> str`: `NameSet.pattern`'s alternatives, the
     /// exact spellings' then the folded ones', joined by `|`.
     #[pyfunction]
-    fn literal_alternation(exact: Vec<String>, folded: Vec<String>) -> String {
+    fn literal_alternation(
+        exact: Vec<Bound<'_, PyString>>,
+        folded: Vec<Bound<'_, PyString>>,
+    ) -> PyResult<String> {
         let mut out = String::new();
         let lists = [(&exact, false), (&folded, true)];
         for (i, (spellings, fold)) in lists.into_iter().filter(|(s, _)| !s.is_empty()).enumerate() {
             if i > 0 {
                 out.push('|');
             }
-            let spellings: Vec<&str> = spellings.iter().map(String::as_str).collect();
-            names::literal_alternation(&spellings, fold, &mut out);
+            names::literal_alternation(&utf8_all(spellings)?, fold, &mut out);
         }
-        out
+        Ok(out)
     }
 
     /// `fullmatch_many(dfa, texts) -> bytes`: per text 1 if `ByteDFA.fullmatch` takes it, else 0.

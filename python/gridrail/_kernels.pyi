@@ -1,10 +1,11 @@
 """Types of the Rust extension `gridrail._kernels` (src/lib.rs); each item names its Python
 reference, which `gridrail.kernels` falls back to."""
 
+from collections.abc import Sequence
 from typing import final
 
 DfaArgs = tuple[int, bytes, bytes]  # (start, int32 table bytes, accepting flag bytes)
-NameSetArgs = tuple[list[bytes], list[bytes], DfaArgs | None]  # (exact, folded, suffix)
+NameSetArgs = tuple[Sequence[str], Sequence[str], DfaArgs | None]  # (exact, folded, suffix)
 
 @final
 class ScanTable:
@@ -25,7 +26,7 @@ def name_rows(base: bytes, start: int, slots: list[NameSetArgs], bound: int) -> 
 def names_outside(names: NameSetArgs, dfa: DfaArgs) -> bytes | None:
     """`gridrail.grammar.names.NameAutomaton.outside`."""
 
-def literal_alternation(exact: list[str], folded: list[str]) -> str:
+def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
     """`gridrail.grammar.names.NameSet.pattern`'s alternatives joined by `|`."""
 
 def fullmatch_many(dfa: DfaArgs, texts: list[bytes]) -> bytes:

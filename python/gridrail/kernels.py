@@ -199,21 +199,20 @@ def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
     """Rust ``literal_alternation``: `NameSet.literal_options` joined by ``|``. Only with
     KERNELS_ENABLED."""
     assert _kernels is not None
-    return _kernels.literal_alternation(list(exact), list(folded))
+    return _kernels.literal_alternation(exact, folded)
 
 
-def fullmatch_many(dfa: ByteDFA, texts: Sequence[bytes]) -> list[bool]:
-    """Per text, `dfa.fullmatch(text)`: Rust ``fullmatch_many`` (one call for all) or the
-    reference."""
+def fullmatch_many(dfa: ByteDFA, texts: Sequence[bytes]) -> bytes:
+    """Per text, `dfa.fullmatch(text)` as 1 or 0: Rust ``fullmatch_many`` (one call for all)
+    or the reference."""
     if _kernels is None:
-        return [dfa.fullmatch(text) for text in texts]
-    return [flag == 1 for flag in _kernels.fullmatch_many(_dfa_args(dfa), texts)]
+        return bytes(dfa.fullmatch(text) for text in texts)
+    return _kernels.fullmatch_many(_dfa_args(dfa), texts)
 
 
-def _name_set_args(names: NameSet) -> tuple[list[bytes], list[bytes], tuple | None]:
+def _name_set_args(names: NameSet) -> tuple[tuple[str, ...], tuple[str, ...], tuple | None]:
     suffix = names.suffix_dfa
-    exact, folded = [s.encode() for s in names.exact], [s.encode() for s in names.folded]
-    return exact, folded, None if suffix is None else _dfa_args(suffix)
+    return names.exact, names.folded, None if suffix is None else _dfa_args(suffix)
 
 
 def _dfa_args(dfa: ByteDFA) -> tuple[int, bytes, bytes]:

@@ -42,7 +42,7 @@ class NameSet:
     def __post_init__(self) -> None:
         # Sorted and distinct, so that equal sets have one text (and one fingerprint).
         object.__setattr__(self, "exact", tuple(sorted(set(self.exact))))
-        folded = {s.encode("utf-8").lower().decode("utf-8") for s in self.folded}  # ASCII only
+        folded = {_ascii_lower(s) for s in self.folded}
         object.__setattr__(self, "folded", tuple(sorted(folded)))
 
     def __bool__(self) -> bool:
@@ -231,6 +231,13 @@ def _merged(
             first.append(node)
     merged = [{b: number[class_of[c]] for b, c in moves[node].items()} for node in first]
     return merged, [ends[node] for node in first], [number[class_of[r]] for r in roots]
+
+
+def _ascii_lower(text: str) -> str:
+    """ASCII letters lower-cased, others as they are (str.lower, on ASCII text, is that)."""
+    if text.isascii():
+        return text.lower()
+    return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
 
 
 def _literal(text: str, fold: bool) -> str:

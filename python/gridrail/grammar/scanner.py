@@ -362,20 +362,26 @@ def _new_labels(
     """The product's new states grouped by (base state, accepting slots, live slots): per state
     its group, and per group its label — the base state's sets (none for -1) with the
     terminals of the slots added."""
-    keys = np.stack(
-        (
-            np.frombuffer(base_of, np.int32).astype(np.int64),
-            np.frombuffer(accepted, np.uint64).view(np.int64),
-            np.frombuffer(alive, np.uint64).view(np.int64),
-        ),
-        axis=1,
+    columns = (
+        np.frombuffer(base_of, np.int32),
+        np.frombuffer(accepted, np.uint64),
+        np.frombuffer(alive, np.uint64),
     )
-    distinct, groups = np.unique(keys, axis=0, return_inverse=True)
+    # sorted by (base state, accepting, live); a group starts where one of them changes
+    order = np.lexsort(columns[::-1])
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)  # as the state sorted before it
+    for column in columns:
+        ranked = column[order]
+        same &= ranked[1:] == ranked[:-1]
+    starts = np.concatenate(([len(order) > 0], ~same)).astype(bool)[: len(order)]
+    groups = np.empty(len(order), dtype=np.int64)
+    groups[order] = np.cumsum(starts) - 1
+    firsts = order[starts]
     labels = []
-    for b, accept_slots, live_slots in distinct.tolist():
+    for b, accept_slots, live_slots in zip(*(c[firsts].tolist() for c in columns), strict=True):
         named = [
-            [index for k, index in enumerate(indices) if (int(slots) >> k) & 1]
-            for slots in (accept_slots & ((1 << 64) - 1), live_slots & ((1 << 64) - 1))
+            [index for k, index in enumerate(indices) if (slots >> k) & 1]
+            for slots in (accept_slots, live_slots)
         ]
         sets = [
             (own[b] if b >= 0 else frozenset()) | set(terminals)
@@ -386,7 +392,7 @@ def _new_labels(
             for own, terminals in zip((base.accept_mask, base.live_mask), named, strict=True)
         ]
         labels.append((sets[0], sets[1], masks[0], masks[1]))
-    return groups.reshape(-1), labels
+    return groups, labels
 
 
 def _gathered(values: Sequence[T], groups: np.ndarray) -> list[T]:

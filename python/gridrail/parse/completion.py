@@ -228,9 +228,9 @@ def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
     while level.size and missing:
         targets = table[level].reshape(-1)  # parent-major, then byte order
         order = np.flatnonzero(targets >= 0)
+        order = order[~seen[targets[order]]]  # most moves lead to states seen already
         states, first = np.unique(targets[order], return_index=True)
-        fresh = ~seen[states]
-        states, first = states[fresh], order[first[fresh]]
+        first = order[first]
         by_discovery = np.argsort(first, kind="stable")
         states, first = states[by_discovery], first[by_discovery]
         seen[states] = True

@@ -13,6 +13,7 @@ which quote styles may wrap a name, and when a written name denotes a catalog na
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _ASCII_UPPER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
@@ -20,7 +21,8 @@ _ASCII_UPPER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 def ascii_lower(name: str) -> str:
     """Lower-case ASCII letters only (SQLite and PostgreSQL leave other letters as written)."""
-    return name.translate(_ASCII_UPPER)
+    # str.lower is ASCII lowering on ASCII text, and far faster than a translation table
+    return name.lower() if name.isascii() else name.translate(_ASCII_UPPER)
 
 
 @dataclass(frozen=True)
@@ -31,9 +33,14 @@ class QuoteStyle:
     def quote(self, name: str) -> str | None:
         """`name` in this quote style (a closing quote inside is doubled), or None when the
         style cannot hold it (`[...]` has no escape for "]")."""
-        if self.open == "[":
-            return None if "]" in name else f"[{name}]"
-        return self.open + name.replace(self.close, self.close * 2) + self.close
+        return self.quote_all([name])[0]
+
+    def quote_all(self, names: Iterable[str]) -> list[str | None]:
+        """`quote` of each name, in one pass (a catalog's names are quoted in bulk)."""
+        o, c = self.open, self.close
+        if o == "[":
+            return [None if "]" in name else f"[{name}]" for name in names]
+        return [o + name.replace(c, c + c) + c for name in names]
 
     def unquote(self, text: str) -> str | None:
         """The name inside `text` if `text` is written in this style, else None."""

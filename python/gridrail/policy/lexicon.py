@@ -20,6 +20,7 @@ LexiconError naming it, never disappears silently.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from gridrail import kernels
@@ -142,21 +143,22 @@ def _identifier_spellings(
     quoted_case_free = rules.case_insensitive
     bare = [w for w in words if rules.bare_may_denote(w)]
     encoded = [w.encode("utf-8") for w in bare]
-    taken = kernels.fullmatch_many(l1_dfa, encoded)
+    taken = kernels.fullmatch_many(l1_dfa, encoded)  # 1 or 0 per word
     for shadow in shadows:
-        taken = [
-            t and not s for t, s in zip(taken, kernels.fullmatch_many(shadow, encoded), strict=True)
-        ]
-    written = {w for w, t in zip(bare, taken, strict=True) if t}
+        shadowed = kernels.fullmatch_many(shadow, encoded)
+        taken = bytes(t and not s for t, s in zip(taken, shadowed, strict=True))
+    bare = [w for w, t in zip(bare, taken, strict=True) if t]
+    written = set(bare)
     exact: list[str] = []
     folded: list[str] = []
-    (folded if bare_case_free else exact).extend(w for w in bare if w in written)
+    (folded if bare_case_free else exact).extend(bare)
     for style in rules.quote_styles:
-        forms = [(w, q) for w in words if (q := style.quote(w)) is not None]
+        quoted = zip(words, style.quote_all(words), strict=True)
+        forms = [(w, q) for w, q in quoted if q is not None]
         takes = kernels.fullmatch_many(l1_dfa, [q.encode("utf-8") for _, q in forms])
-        spelled = [q for (w, q), t in zip(forms, takes, strict=True) if t]
-        written.update(w for (w, _), t in zip(forms, takes, strict=True) if t)
-        (folded if quoted_case_free else exact).extend(spelled)
+        spelled = [form for form, t in zip(forms, takes, strict=True) if t]
+        written.update(w for w, _ in spelled)
+        (folded if quoted_case_free else exact).extend(q for _, q in spelled)
     unwritable = next((w for w in words if w not in written), None)
     return exact, folded, unwritable
 
@@ -166,7 +168,11 @@ def _higher_class_dfas(grammar: Grammar, terminal: TerminalDef) -> tuple[ByteDFA
     they match is never `terminal`, so it must be written quoted. One automaton for all of
     them (a word is checked once, not once per keyword), apart from those with a leading
     ``(?!...)``, which a regex can only have at its start."""
-    higher = grammar.shadowing(terminal)
+    return _shadow_dfas(grammar.shadowing(terminal))
+
+
+@functools.lru_cache(maxsize=64)  # one dialect's keywords, the same for each new schema
+def _shadow_dfas(higher: tuple[TerminalDef, ...]) -> tuple[ByteDFA, ...]:
     plain = [t for t in higher if not leading_exclusion(t.pattern, t.flags)]
     options = "|".join(f"(?{t.flags}:{t.pattern})" for t in plain)
     alone = [compile_regex(t.pattern, t.flags) for t in higher if t not in plain]
