@@ -22,6 +22,7 @@ import importlib
 import itertools
 import json
 import sqlite3
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -191,6 +192,12 @@ class Schema:
         return _snapshot("duckdb", _group(rows), source, f"is {schema!r} the schema you meant?")
 
 
+def _shared(text: str) -> str:
+    """One string object per distinct name or type: a catalog repeats its column names (`id`,
+    `name`, ...) across tables, and the lexicons then hash each once."""
+    return sys.intern(text) if type(text) is str else text
+
+
 def _snapshot(
     dialect: str, tables: list[Table], source: str, hint: str, ddl: tuple[str, ...] = ()
 ) -> Schema:
@@ -245,7 +252,7 @@ def _sqlite_table(db: sqlite3.Connection, name: str, kind: str, source: str) -> 
         rows = db.execute(
             "SELECT name, type FROM pragma_table_xinfo(?) WHERE hidden != 1 ORDER BY cid", (name,)
         ).fetchall()
-        columns = tuple(Column(n, t) for n, t in rows)
+        columns = tuple(Column(_shared(n), _shared(t)) for n, t in rows)
         has_rowid, rowid_column = _sqlite_row_key(db, name, columns) if columns else (False, None)
     except sqlite3.Error as e:
         raise SchemaError(
@@ -343,7 +350,11 @@ def _group(rows: list[tuple]) -> list[Table]:
     return [
         Table(
             name,
-            tuple(Column(col, typ or "") for _, _, col, typ in group if col is not None),
+            tuple(
+                Column(_shared(col), _shared(typ or ""))
+                for _, _, col, typ in group
+                if col is not None
+            ),
             is_view=bool(is_view),
         )
         for (name, is_view), group in itertools.groupby(rows, key=lambda r: (r[0], r[1]))
