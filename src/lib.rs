@@ -3,9 +3,11 @@
 //! arguments.
 
 pub mod dfa;
+pub mod interner;
 pub mod names;
 pub mod residue;
 pub mod scan;
+pub mod union;
 pub mod walk;
 
 #[cfg(feature = "python")]
@@ -16,7 +18,7 @@ mod bindings {
 
     use std::collections::HashMap;
 
-    use crate::{dfa, names, residue, scan, walk};
+    use crate::{dfa, names, residue, scan, union, walk};
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -196,6 +198,32 @@ mod bindings {
         }
         Ok(out)
     }
+
+    /// `union_scanner(parts, max_states, max_work) -> (transitions, accepts, live) | None`:
+    /// `scanner._union_scanner` — the minimal union automaton of `parts` (terminal index, DFA),
+    /// its table as native-endian int32 bytes and per state the terminals accepted and live;
+    /// no state when nothing can match; None past the bounds. The GIL is released while it
+    /// runs.
+    #[pyfunction]
+    fn union_scanner<'py>(
+        py: Python<'py>,
+        parts: Vec<(u32, DfaArgs<'py>)>,
+        max_states: usize,
+        max_work: u64,
+    ) -> PyResult<Option<UnionParts>> {
+        let parts = parts
+            .iter()
+            .map(|(index, args)| Ok((*index, dfa(args)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let Ok(union) = py.allow_threads(|| union::union_scanner(&parts, max_states, max_work))
+        else {
+            return Ok(None);
+        };
+        let transitions = ne_bytes(py, &union.transitions, i32::to_ne_bytes);
+        Ok(Some((transitions, union.accepts, union.live)))
+    }
+
+    type UnionParts = (Py<PyBytes>, Vec<Vec<u32>>, Vec<Vec<u32>>);
 
     /// `fullmatch_many(dfa, texts) -> bytes`: per text 1 if `ByteDFA.fullmatch` takes it, else 0.
     #[pyfunction]
@@ -482,6 +510,7 @@ mod bindings {
         m.add_function(wrap_pyfunction!(names_outside, m)?)?;
         m.add_function(wrap_pyfunction!(fullmatch_many, m)?)?;
         m.add_function(wrap_pyfunction!(literal_alternation, m)?)?;
+        m.add_function(wrap_pyfunction!(union_scanner, m)?)?;
         Ok(())
     }
 }

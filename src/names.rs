@@ -11,6 +11,7 @@ use std::fmt;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::dfa::Dfa;
+use crate::interner::SliceInterner;
 use crate::scan::{ALPHABET, DEAD};
 
 /// Why a name automaton or a product was refused.
@@ -543,53 +544,6 @@ pub fn name_rows(
 
 /// A position set's moves: per byte, the id of the set after it.
 type SetMoves = Box<[(u8, u32)]>;
-
-/// Distinct `u32` slices numbered from 0 in the order first seen, stored end to end in one
-/// arena (no allocation per slice): the trie classes, the position sets of a slot and the
-/// product's state keys. Slices with one hash are chained through `next`.
-#[derive(Debug, Default)]
-struct SliceInterner {
-    heads: HashMap<u64, u32>,
-    next: Vec<u32>,
-    offsets: Vec<u32>,
-    arena: Vec<u32>,
-}
-
-impl SliceInterner {
-    /// The slice's id, and whether it is new.
-    fn id(&mut self, slice: &[u32]) -> (u32, bool) {
-        let mut hasher = rustc_hash::FxHasher::default();
-        std::hash::Hash::hash_slice(slice, &mut hasher);
-        let hash = std::hash::Hasher::finish(&hasher);
-        let head = self.heads.get(&hash).copied().unwrap_or(NONE);
-        let mut id = head;
-        while id != NONE {
-            if self.get(id) == slice {
-                return (id, false);
-            }
-            id = self.next[id as usize];
-        }
-        let id = self.next.len() as u32;
-        self.offsets.push(self.arena.len() as u32);
-        self.arena.extend_from_slice(slice);
-        self.next.push(head);
-        self.heads.insert(hash, id);
-        (id, true)
-    }
-
-    fn get(&self, id: u32) -> &[u32] {
-        let start = self.offsets[id as usize] as usize;
-        let end = self
-            .offsets
-            .get(id as usize + 1)
-            .map_or(self.arena.len(), |&e| e as usize);
-        &self.arena[start..end]
-    }
-
-    fn len(&self) -> usize {
-        self.next.len()
-    }
-}
 
 #[cfg(test)]
 mod tests {

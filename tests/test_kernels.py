@@ -251,6 +251,55 @@ def test_literal_alternation_equals_the_reference(rust_kernels, exact, folded) -
     )
 
 
+# -- the union scanner of regex terminals: `union_scanner` against `_union_scanner` ----------
+
+UNION_PATTERNS = (
+    "a", "ab", "a+", "[ab]*b", "(ab)+", "b?a", "aa|bb", "[a-c]+", ".{2}", "a{2,3}", "[^a]",
+    "c|ab*", "(?i:ab)", "b+a?", "abc", "(a|b)(a|b)",
+)  # fmt: skip
+
+
+def _union_parts(patterns: list[str]) -> list[tuple[int, object]]:
+    dfas = [(index, compile_regex(pattern)) for index, pattern in enumerate(patterns)]
+    return [(index, dfa) for index, dfa in dfas if dfa.start >= 0]
+
+
+def _union_both(rust_kernels, parts, states: int, work: int):
+    rust = rust_kernels.union_scanner(parts, states, work)
+    reference = scanner_module._union_scanner(parts, states, work)
+    return rust, reference
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(patterns=st.lists(st.sampled_from(UNION_PATTERNS), max_size=6))
+def test_union_scanner_equals_the_reference(rust_kernels, patterns) -> None:
+    rust, reference = _union_both(rust_kernels, _union_parts(patterns), 100_000, 10_000_000)
+    assert rust is not None and reference is not None
+    assert (list(rust[0]), rust[1], rust[2]) == (list(reference[0]), reference[1], reference[2])
+
+
+@pytest.mark.parametrize("role", [None, "analyst", "clerk", "admin"])
+def test_union_scanner_of_the_bundled_grammar_equals_the_reference(rust_kernels, role) -> None:
+    language, _, _ = role_language(
+        Grammar.bundled("sqlite"), _policy() if role else None, role,
+        Schema.from_tables("sqlite", HR_TABLES),
+    )  # fmt: skip
+    regex = [scanner_module._regex_part(t) for t in language.terminals]
+    kept = [t for t in regex if t is not None and t.name not in language.declared]
+    parts = [(t.index, dfa) for t in kept if (dfa := scanner_module._terminal_dfa(t)).start >= 0]
+    rust, reference = _union_both(rust_kernels, parts, 200_000, 40_000_000)
+    assert rust is not None and reference is not None and len(rust[1]) > 100
+    assert (rust[0], rust[1], rust[2]) == reference
+
+
+@pytest.mark.parametrize(("states", "work"), [(2, 10_000), (1_000, 5)])
+def test_union_scanner_bounds_agree(rust_kernels, states: int, work: int) -> None:
+    parts = _union_parts(["abc", "(ab)+", "a{2,3}"])
+    assert _union_both(rust_kernels, parts, states, work) == (None, None)
+
+
 @pytest.mark.parametrize("role", [None, "analyst", "clerk", "admin"])
 def test_scanners_with_names_equal_bit_for_bit(rust_kernels, monkeypatch, role) -> None:
     schema = Schema.from_tables("sqlite", {**HR_TABLES, "Quarterly Results": ["Q", "rev USD"]})

@@ -29,6 +29,12 @@ def names_outside(names: NameSetArgs, dfa: DfaArgs) -> bytes | None:
 def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
     """`gridrail.grammar.names.NameSet.pattern`'s alternatives joined by `|`."""
 
+def union_scanner(
+    parts: list[tuple[int, DfaArgs]], max_states: int, max_work: int
+) -> tuple[bytes, list[list[int]], list[list[int]]] | None:
+    """`gridrail.grammar.scanner._union_scanner`: int32 transitions, per state the terminals
+    accepted and live; None past the bounds."""
+
 def fullmatch_many(dfa: DfaArgs, texts: list[bytes]) -> bytes:
     """Per text, `gridrail.grammar.dfa.ByteDFA.fullmatch` as one byte (1 or 0)."""
 

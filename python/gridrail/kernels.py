@@ -34,6 +34,10 @@ ScanRunner = Callable[[int, bytes], ScanResult]
 # states'), per new state its base state or -1 (array "i"), and the name slots that accept
 # there and those still live, as bit masks (arrays "Q").
 NameRows = tuple[bytes, array, array, array]
+# The minimal union automaton of regex terminals (`gridrail.grammar.scanner._union_scanner`):
+# its table (array "i", 256 per state) and per state the terminals accepted and live; no state
+# when nothing can match.
+UnionRows = tuple[array, list[frozenset[int]], list[frozenset[int]]]
 
 
 def _load_kernels() -> ModuleType | None:
@@ -200,6 +204,22 @@ def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
     KERNELS_ENABLED."""
     assert _kernels is not None
     return _kernels.literal_alternation(exact, folded)
+
+
+def union_scanner(
+    parts: Sequence[tuple[int, ByteDFA]], max_states: int, max_work: int
+) -> UnionRows | None:
+    """Rust ``union_scanner``: `gridrail.grammar.scanner._union_scanner`'s result (None past
+    the bounds). Only with KERNELS_ENABLED."""
+    assert _kernels is not None
+    args = [(index, _dfa_args(dfa)) for index, dfa in parts]
+    built = _kernels.union_scanner(args, max_states, max_work)
+    if built is None:
+        return None
+    table, accepts, live = built
+    transitions = array("i")
+    transitions.frombytes(table)
+    return transitions, [frozenset(s) for s in accepts], [frozenset(s) for s in live]
 
 
 def fullmatch_many(dfa: ByteDFA, texts: Sequence[bytes]) -> bytes:

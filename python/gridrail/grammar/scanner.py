@@ -39,7 +39,7 @@ from gridrail.grammar.regex_syntax import quote_pattern
 if TYPE_CHECKING:
     from gridrail._kernels import ScanTable
     from gridrail.grammar.names import NameAutomaton
-    from gridrail.kernels import NameRows, ScanResult, ScanRunner
+    from gridrail.kernels import NameRows, ScanResult, ScanRunner, UnionRows
 
 T = TypeVar("T")
 
@@ -258,13 +258,39 @@ def _regex_part(terminal: TerminalDef) -> TerminalDef | None:
 
 @functools.lru_cache(maxsize=16)
 def _base_scanner(terminals: tuple[TerminalDef, ...]) -> ScannerAutomaton:
-    """The minimal union automaton of regex terminals (see `build_scanner`)."""
+    """The minimal union automaton of regex terminals (see `build_scanner`): the Rust kernel
+    `union_scanner` when enabled, else `_union_scanner`."""
+    from gridrail import kernels
+
     parts: list[tuple[int, ByteDFA]] = []
     for terminal in terminals:
         dfa = _terminal_dfa(terminal)
         if dfa.start != DEAD:
             parts.append((terminal.index, dfa))
+    if kernels.KERNELS_ENABLED:
+        built = kernels.union_scanner(parts, MAX_SCANNER_STATES, MAX_SCANNER_WORK)
+    else:
+        built = _union_scanner(parts, MAX_SCANNER_STATES, MAX_SCANNER_WORK)
+    if built is None:
+        raise GrammarError(
+            f"the terminals together need a scanner automaton beyond its bounds "
+            f"({MAX_SCANNER_STATES} states, {MAX_SCANNER_WORK} steps to build): terminals "
+            "whose lexemes overlap in many ways multiply each other's states"
+        )
+    transitions, accepts, live = built
+    if not accepts:  # nothing can match: a lone start state without transitions
+        return ScannerAutomaton(0, 1, array("i", [DEAD] * 256), (frozenset(),), (frozenset(),))
+    return ScannerAutomaton(0, len(accepts), transitions, tuple(accepts), tuple(live))
 
+
+def _union_scanner(
+    parts: Sequence[tuple[int, ByteDFA]], max_states: int, max_work: int
+) -> UnionRows | None:
+    """The minimal union automaton of `parts` (terminal index, its DFA), the reference
+    semantics of the Rust kernel `union_scanner`: the subset construction over bytes grouped
+    into classes, minimized (`minimize_table`), states numbered breadth first from the start
+    in class order; no state when nothing can match; None past `max_states` subset states or
+    `max_work` part states stepped per class."""
     class_of, representatives = _union_byte_classes([dfa for _, dfa in parts])
     num_classes = len(representatives)
     tables = [dfa.transitions for _, dfa in parts]
@@ -278,12 +304,8 @@ def _base_scanner(terminals: tuple[TerminalDef, ...]) -> ScannerAutomaton:
     work = 0
     for key in keys:  # grows while iterating
         work += len(key) * num_classes
-        if len(keys) > MAX_SCANNER_STATES or work > MAX_SCANNER_WORK:
-            raise GrammarError(
-                f"the terminals together need a scanner automaton beyond its bounds "
-                f"({MAX_SCANNER_STATES} states, {MAX_SCANNER_WORK} steps to build): terminals "
-                "whose lexemes overlap in many ways multiply each other's states"
-            )
+        if len(keys) > max_states or work > max_work:
+            return None
         for byte in representatives:
             nxt = tuple((i, t) for i, q in key if (t := tables[i][(q << 8) | byte]) >= 0)
             if not nxt:
@@ -297,13 +319,10 @@ def _base_scanner(terminals: tuple[TerminalDef, ...]) -> ScannerAutomaton:
     accepts = [frozenset(parts[i][0] for i, q in key if parts[i][1].accepting[q]) for key in keys]
 
     state_map, kept = minimize_table(len(keys), num_classes, table, accepts, 0, frozenset())
-    if not kept:  # nothing can match: a lone start state without transitions
-        return ScannerAutomaton(0, 1, array("i", [DEAD] * 256), (frozenset(),), (frozenset(),))
-
     transitions = expand_table(table, class_of, kept, state_map)
     # Every part state is live (parts are minimal), so a union state's live set is its parts.
-    live = tuple(frozenset(parts[i][0] for i, _ in keys[old]) for old in kept)
-    return ScannerAutomaton(0, len(kept), transitions, tuple(accepts[old] for old in kept), live)
+    live = [frozenset(parts[i][0] for i, _ in keys[old]) for old in kept]
+    return transitions, [accepts[old] for old in kept], live
 
 
 def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> ScannerAutomaton:
