@@ -36,10 +36,9 @@ def _kept_productions(grammar: Grammar) -> tuple[Production, ...]:
     productive = productive_nonterminals(grammar)
     if grammar.start not in productive:
         raise empty_language(grammar)
+    derives = productive | {t.name for t in grammar.terminals}  # symbols deriving a string
     productive_productions = [
-        p
-        for p in grammar.productions
-        if p.lhs in productive and all(grammar.is_terminal(s) or s in productive for s in p.rhs)
+        p for p in grammar.productions if p.lhs in productive and derives.issuperset(p.rhs)
     ]
     reachable = reachable_nonterminals(grammar.start, productive_productions, grammar.is_terminal)
     kept = [p for p in productive_productions if p.lhs in reachable]
@@ -55,17 +54,15 @@ def empty_language(grammar: Grammar) -> GrammarError:
 
 def productive_nonterminals(grammar: Grammar) -> set[str]:
     """Nonterminals that derive at least one terminal string."""
-    productive: set[str] = set()
+    derives = {t.name for t in grammar.terminals}  # terminals, then productive nonterminals
     changed = True
     while changed:
         changed = False
         for p in grammar.productions:
-            if p.lhs not in productive and all(
-                grammar.is_terminal(s) or s in productive for s in p.rhs
-            ):
-                productive.add(p.lhs)
+            if p.lhs not in derives and derives.issuperset(p.rhs):
+                derives.add(p.lhs)
                 changed = True
-    return productive
+    return {p.lhs for p in grammar.productions if p.lhs in derives}
 
 
 def reachable_nonterminals(

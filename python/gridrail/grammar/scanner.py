@@ -19,7 +19,7 @@ import functools
 import hashlib
 import struct
 from array import array
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
@@ -125,6 +125,9 @@ class ScannerAutomaton:
     fast_run: ScanRunner = field(init=False, repr=False)
     # Memo of `identity` (computed on demand: only the states a cache asks about).
     _identities: dict[int, StateIdentity] = field(default_factory=dict, init=False, repr=False)
+    # Facts its users derive from the scanner alone and their own keys (a scanner never
+    # changes, and roles and schemas share one): e.g. the planner's shortest lexemes.
+    derived: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False)
     # `transitions` as native-endian int32 bytes, where the builder has them: the Rust table
     # is made from them (a large table is then not copied once more).
     table_bytes: InitVar[bytes | None] = None

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -57,7 +58,7 @@ class Completer:
         self._lhs = [lhs for lhs, _ in tables.productions]
         self._augmented = tables.augmented_production
         self._end = tables.end
-        self.lexeme = _shortest_lexemes(oracle)
+        self.lexeme = _lexemes_of(oracle)
         symbol_ids = {name: i for i, name in enumerate(tables.terminal_names)}
         symbol_ids.update(
             {name: self._end + 1 + i for i, name in enumerate(tables.nonterminal_names)}
@@ -198,6 +199,21 @@ class Completer:
                 seen.add(nxt)
                 queue.append((nxt, path + bytes((byte,))))
         raise CompletionError("the pending lexeme cannot be completed")
+
+
+def _lexemes_of(oracle: Oracle) -> Mapping[int, bytes]:
+    """`_shortest_lexemes(oracle)`, kept with the scanner for what else it reads (the terminals
+    wanted, the shadowing classes): roles of a dialect whose terminals agree share a scanner,
+    and so their planners' lexemes (read-only: shared)."""
+    compiled = oracle.compiled
+    grammar = compiled.grammar
+    wanted = frozenset(t.index for t in grammar.terminals if t.name not in grammar.declared)
+    memo = compiled.scanner.derived
+    key = ("shortest lexemes", wanted, compiled.classes)
+    found = memo.get(key)
+    if found is None:  # racing threads compute equal values; either one is kept
+        found = memo.setdefault(key, MappingProxyType(_shortest_lexemes(oracle)))
+    return found  # type: ignore[return-value]
 
 
 def _shortest_lexemes(oracle: Oracle) -> dict[int, bytes]:
