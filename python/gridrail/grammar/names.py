@@ -40,10 +40,11 @@ class NameSet:
     exclusion: str = ""
 
     def __post_init__(self) -> None:
-        # Sorted and distinct, so that equal sets have one text (and one fingerprint).
-        object.__setattr__(self, "exact", tuple(sorted(set(self.exact))))
-        folded = {_ascii_lower(s) for s in self.folded}
-        object.__setattr__(self, "folded", tuple(sorted(folded)))
+        # Sorted and distinct, so that equal sets have one text (and one fingerprint). Sorted
+        # first: spellings made from sorted words come as a few sorted runs, which sort fast.
+        object.__setattr__(self, "exact", tuple(dict.fromkeys(sorted(self.exact))))
+        folded = sorted(map(_ascii_lower, self.folded))
+        object.__setattr__(self, "folded", tuple(dict.fromkeys(folded)))
 
     def __bool__(self) -> bool:
         return bool(self.exact or self.folded or self.rest)

@@ -113,9 +113,11 @@ def _lexicon(
     if category.words == "functions":  # SQL function names ignore case in every dialect
         names = NameSet(folded=words, suffix=category.suffix)
     else:
-        exact, folded, unwritable = _identifier_spellings(
-            words, rules, l1_dfa, _higher_class_dfas(grammar, l1)
+        # spelled in sorted order: the name set then sorts a few sorted runs
+        exact, folded, written = _identifier_spellings(
+            tuple(sorted(words)), rules, l1_dfa, _higher_class_dfas(grammar, l1)
         )
+        unwritable = next((w for w in words if w not in written), None)
         if unwritable is not None:
             raise LexiconError(
                 f"{category.terminal} {unwritable!r} cannot be written: no bare or quoted form "
@@ -133,9 +135,9 @@ def _lexicon(
 
 def _identifier_spellings(
     words: tuple[str, ...], rules: IdentifierRules, l1_dfa: ByteDFA, shadows: tuple[ByteDFA, ...]
-) -> tuple[list[str], list[str], str | None]:
-    """The spellings of `words` whose case is fixed and those whose case is free, and the first
-    word with no spelling at all (None: every word has one). A word is written bare if the
+) -> tuple[list[str], list[str], set[str]]:
+    """The spellings of `words` whose case is fixed and those whose case is free, and the words
+    that have at least one (the others cannot be written). A word is written bare if the
     dialect lets an unquoted name denote it, the L1 regex takes it and no shadowing terminal
     does; quoted in each style whose form the L1 regex takes. Each check is one batch over the
     words (`kernels.fullmatch_many`)."""
@@ -159,8 +161,7 @@ def _identifier_spellings(
         spelled = [form for form, t in zip(forms, takes, strict=True) if t]
         written.update(w for w, _ in spelled)
         (folded if quoted_case_free else exact).extend(q for _, q in spelled)
-    unwritable = next((w for w in words if w not in written), None)
-    return exact, folded, unwritable
+    return exact, folded, written
 
 
 def _higher_class_dfas(grammar: Grammar, terminal: TerminalDef) -> tuple[ByteDFA, ...]:
