@@ -25,6 +25,21 @@ pub struct Dfa {
     pub accepting: Vec<bool>,
 }
 
+#[cfg(test)]
+impl Dfa {
+    /// The DFA of one byte string, accepting at its end: a fixture of the kernels' tests.
+    pub fn literal(text: &[u8]) -> Self {
+        let n = text.len() + 1;
+        let mut transitions = vec![DEAD; n * ALPHABET];
+        for (q, &b) in text.iter().enumerate() {
+            transitions[q * ALPHABET + b as usize] = q as i32 + 1;
+        }
+        let mut accepting = vec![false; n];
+        accepting[text.len()] = true;
+        Self::new(0, transitions, accepting).expect("a literal's table is well formed")
+    }
+}
+
 impl Dfa {
     /// Checks that the table has one row per accepting flag and only -1 or states in it.
     pub fn new(start: i32, transitions: Vec<i32>, accepting: Vec<bool>) -> Result<Self, DfaError> {

@@ -549,18 +549,6 @@ type SetMoves = Box<[(u8, u32)]>;
 mod tests {
     use super::*;
 
-    /// The DFA of one byte string (accepting at its end).
-    fn literal(text: &[u8]) -> Dfa {
-        let n = text.len() + 1;
-        let mut transitions = vec![DEAD; n * ALPHABET];
-        for (q, &b) in text.iter().enumerate() {
-            transitions[q * ALPHABET + b as usize] = q as i32 + 1;
-        }
-        let mut accepting = vec![false; n];
-        accepting[text.len()] = true;
-        Dfa::new(0, transitions, accepting).unwrap()
-    }
-
     /// A one-state scanner with no transitions (no regex terminal).
     fn empty_base() -> Vec<i32> {
         vec![DEAD; ALPHABET]
@@ -611,7 +599,7 @@ mod tests {
 
     #[test]
     fn suffix_follows_every_spelling() {
-        let suffix = literal(b"(");
+        let suffix = Dfa::literal(b"(");
         let automaton = NameAutomaton::new(&[], &[b"max", b"min"], Some(&suffix));
         let rows = name_rows(&empty_base(), 0, &[automaton], 1000).unwrap();
         let words = accepted_strings(&rows, 1, 0);
@@ -623,9 +611,12 @@ mod tests {
     #[test]
     fn outside_finds_a_shortest_spelling_the_dfa_rejects() {
         let automaton = NameAutomaton::new(&[b"abc", b"ab"], &[], None);
-        assert_eq!(automaton.outside(&literal(b"abc")), Some(b"ab".to_vec()));
+        assert_eq!(
+            automaton.outside(&Dfa::literal(b"abc")),
+            Some(b"ab".to_vec())
+        );
         let both = NameAutomaton::new(&[b"ab"], &[], None);
-        assert_eq!(both.outside(&literal(b"ab")), None);
+        assert_eq!(both.outside(&Dfa::literal(b"ab")), None);
     }
 
     #[test]

@@ -213,22 +213,15 @@ fn coarsest_partition(
 mod tests {
     use super::*;
 
-    /// The DFA of one byte string (accepting at its end).
-    fn literal(text: &[u8]) -> Dfa {
-        let n = text.len() + 1;
-        let mut transitions = vec![DEAD; n * ALPHABET];
-        for (q, &b) in text.iter().enumerate() {
-            transitions[q * ALPHABET + b as usize] = q as i32 + 1;
-        }
-        let mut accepting = vec![false; n];
-        accepting[text.len()] = true;
-        Dfa::new(0, transitions, accepting).unwrap()
-    }
-
     #[test]
     fn shared_prefixes_share_states_and_labels_say_who_accepts() {
         // "ab" (terminal 3) and "ac" (terminal 5): start, after "a", after "ab", after "ac"
-        let union = union_scanner(&[(3, literal(b"ab")), (5, literal(b"ac"))], 100, 1000).unwrap();
+        let union = union_scanner(
+            &[(3, Dfa::literal(b"ab")), (5, Dfa::literal(b"ac"))],
+            100,
+            1000,
+        )
+        .unwrap();
         assert_eq!(union.accepts, vec![vec![], vec![], vec![3], vec![5]]);
         assert_eq!(union.live, vec![vec![3, 5], vec![3, 5], vec![3], vec![5]]);
         assert_eq!(union.transitions[b'a' as usize], 1);
@@ -239,7 +232,7 @@ mod tests {
     #[test]
     fn equivalent_states_are_merged() {
         // "xa" and "ya" for one terminal: after "x" and after "y" are one state
-        let mut dfa = literal(b"xa");
+        let mut dfa = Dfa::literal(b"xa");
         dfa.transitions[b'y' as usize] = 1;
         let union = union_scanner(&[(0, dfa)], 100, 1000).unwrap();
         assert_eq!(union.accepts.len(), 3);
@@ -252,7 +245,7 @@ mod tests {
     #[test]
     fn no_part_is_no_state_and_bounds_are_errors() {
         assert_eq!(union_scanner(&[], 10, 10).unwrap().accepts.len(), 0);
-        let parts = [(0, literal(b"abcdef"))];
+        let parts = [(0, Dfa::literal(b"abcdef"))];
         assert_eq!(union_scanner(&parts, 2, 1_000_000), Err(TooLarge));
         assert_eq!(union_scanner(&parts, 100, 3), Err(TooLarge));
     }
