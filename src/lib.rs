@@ -225,19 +225,24 @@ mod bindings {
 
     type UnionParts = (Py<PyBytes>, Vec<Vec<u32>>, Vec<Vec<u32>>);
 
-    /// `fullmatch_many(dfa, texts) -> bytes`: per text 1 if `ByteDFA.fullmatch` takes it, else 0.
+    /// `spell_forms(words, open, close, doubles, dfa, shadows) -> (bytes, list[str])`:
+    /// `lexicon._spelled` — per word 1 if its form in the quote style is kept, else 0, and the
+    /// kept forms.
     #[pyfunction]
-    fn fullmatch_many<'py>(
+    fn spell_forms<'py>(
         py: Python<'py>,
+        words: Vec<Bound<'py, PyString>>,
+        open: &str,
+        close: &str,
+        doubles: bool,
         dfa_args: DfaArgs<'py>,
-        texts: Vec<Bound<'py, PyBytes>>,
-    ) -> PyResult<Py<PyBytes>> {
-        let dfa = dfa(&dfa_args)?;
-        let flags: Vec<u8> = texts
-            .iter()
-            .map(|t| u8::from(dfa.fullmatch(t.as_bytes())))
-            .collect();
-        Ok(PyBytes::new(py, &flags).unbind())
+        shadows: Vec<DfaArgs<'py>>,
+    ) -> PyResult<(Py<PyBytes>, Vec<String>)> {
+        let takes = dfa(&dfa_args)?;
+        let shadows = shadows.iter().map(dfa).collect::<PyResult<Vec<_>>>()?;
+        let words = utf8_all(&words)?;
+        let (flags, kept) = names::spell_forms(&words, open, close, doubles, &takes, &shadows);
+        Ok((PyBytes::new(py, &flags).unbind(), kept))
     }
 
     fn ne_u64s(bytes: &[u8], what: &str) -> PyResult<Vec<u64>> {
@@ -508,9 +513,9 @@ mod bindings {
         m.add_class::<PyWalkScanner>()?;
         m.add_function(wrap_pyfunction!(name_rows, m)?)?;
         m.add_function(wrap_pyfunction!(names_outside, m)?)?;
-        m.add_function(wrap_pyfunction!(fullmatch_many, m)?)?;
         m.add_function(wrap_pyfunction!(literal_alternation, m)?)?;
         m.add_function(wrap_pyfunction!(union_scanner, m)?)?;
+        m.add_function(wrap_pyfunction!(spell_forms, m)?)?;
         Ok(())
     }
 }

@@ -370,6 +370,45 @@ pub fn literal_alternation(spellings: &[&str], fold: bool, out: &mut String) {
     }
 }
 
+/// Each word's form in one quote style — `open`, the word with `close` doubled inside, `close`
+/// (`close` empty: the word as it is), or none when the word holds `close` and the style
+/// cannot double it (`doubles` false: `[...]`) — kept where `takes` matches the whole form and
+/// no `shadow` does. Returns per word 1 (kept) or 0, and the kept forms in word order (Python's
+/// `_spelled` in policy/lexicon.py is the reference).
+pub fn spell_forms(
+    words: &[&str],
+    open: &str,
+    close: &str,
+    doubles: bool,
+    takes: &Dfa,
+    shadows: &[Dfa],
+) -> (Vec<u8>, Vec<String>) {
+    let mut flags = Vec::with_capacity(words.len());
+    let mut kept = Vec::new();
+    let mut form = String::new();
+    for word in words {
+        form.clear();
+        let fits = close.is_empty() || doubles || !word.contains(close);
+        if fits {
+            form.push_str(open);
+            if close.is_empty() {
+                form.push_str(word);
+            } else {
+                form.push_str(&word.replace(close, &close.repeat(2)));
+            }
+            form.push_str(close);
+        }
+        let ok = fits
+            && takes.fullmatch(form.as_bytes())
+            && !shadows.iter().any(|s| s.fullmatch(form.as_bytes()));
+        flags.push(u8::from(ok));
+        if ok {
+            kept.push(form.clone());
+        }
+    }
+    (flags, kept)
+}
+
 /// The states a product adds to its base scanner (Python's `_name_rows`), in id order from
 /// `base_states` on: each one's base state (-1: none), the bytes whose target differs from its
 /// base state's row (`overrides`, per state in byte order), and as slot bit masks the name

@@ -23,6 +23,7 @@ from gridrail.grammar.dfa import compile_regex
 from gridrail.grammar.model import Grammar, TerminalDef
 from gridrail.grammar.names import NameSet
 from gridrail.grammar.scanner import build_scanner
+from gridrail.policy import lexicon as lexicon_module
 from gridrail.policy.language import role_language
 from gridrail.policy.profile import GenerationProfile
 from gridrail.policy.schema import Schema
@@ -249,6 +250,27 @@ def test_literal_alternation_equals_the_reference(rust_kernels, exact, folded) -
     assert rust_kernels.literal_alternation(names.exact, names.folded) == "|".join(
         names.literal_options()
     )
+
+
+# -- a lexicon's spellings: `spell_forms` against `_spelled` ----------------------------------
+
+SPELL_STYLES = [("", "", True), ('"', '"', True), ("`", "`", True), ("[", "]", False)]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    words=st.lists(st.text(alphabet='ab_"`[]é 1', max_size=6), max_size=10),
+    style=st.sampled_from(SPELL_STYLES),
+    shadowed=st.booleans(),
+)
+def test_spell_forms_equal_the_reference(rust_kernels, monkeypatch, words, style, shadowed):
+    dfa = compile_regex(r'[a-z_][a-z0-9_]*|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]')
+    shadows = [compile_regex("ab|a_")] if shadowed else []
+    rust = rust_kernels.spell_forms(words, style, dfa, shadows)
+    monkeypatch.setattr(kernels, "KERNELS_ENABLED", False)
+    assert rust == lexicon_module._spelled(words, style, dfa, shadows)
 
 
 # -- the union scanner of regex terminals: `union_scanner` against `_union_scanner` ----------

@@ -35,8 +35,15 @@ def union_scanner(
     """`gridrail.grammar.scanner._union_scanner`: int32 transitions, per state the terminals
     accepted and live; None past the bounds."""
 
-def fullmatch_many(dfa: DfaArgs, texts: list[bytes]) -> bytes:
-    """Per text, `gridrail.grammar.dfa.ByteDFA.fullmatch` as one byte (1 or 0)."""
+def spell_forms(
+    words: Sequence[str],
+    open: str,
+    close: str,
+    doubles: bool,
+    dfa: DfaArgs,
+    shadows: list[DfaArgs],
+) -> tuple[bytes, list[str]]:
+    """`gridrail.policy.lexicon._spelled`: per word 1 or 0, and the kept forms."""
 
 @final
 class TrieTable:

@@ -222,12 +222,18 @@ def union_scanner(
     return transitions, [frozenset(s) for s in accepts], [frozenset(s) for s in live]
 
 
-def fullmatch_many(dfa: ByteDFA, texts: Sequence[bytes]) -> bytes:
-    """Per text, `dfa.fullmatch(text)` as 1 or 0: Rust ``fullmatch_many`` (one call for all)
-    or the reference."""
-    if _kernels is None:
-        return bytes(dfa.fullmatch(text) for text in texts)
-    return _kernels.fullmatch_many(_dfa_args(dfa), texts)
+def spell_forms(
+    words: Sequence[str],
+    style: tuple[str, str, bool],
+    dfa: ByteDFA,
+    shadows: Sequence[ByteDFA],
+) -> tuple[bytes, list[str]]:
+    """Rust ``spell_forms``: `gridrail.policy.lexicon._spelled`'s result for the quote style
+    (open, close, doubles). Only with KERNELS_ENABLED."""
+    assert _kernels is not None
+    open_, close, doubles = style
+    shadow_args = [_dfa_args(shadow) for shadow in shadows]
+    return _kernels.spell_forms(words, open_, close, doubles, _dfa_args(dfa), shadow_args)
 
 
 def _name_set_args(names: NameSet) -> tuple[tuple[str, ...], tuple[str, ...], tuple | None]:

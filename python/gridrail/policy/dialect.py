@@ -35,11 +35,16 @@ class QuoteStyle:
         style cannot hold it (`[...]` has no escape for "]")."""
         return self.quote_all([name])[0]
 
+    @property
+    def doubles(self) -> bool:
+        """Whether a closing quote inside a name is written doubled (`[...]` has no escape)."""
+        return self.open != "["
+
     def quote_all(self, names: Iterable[str]) -> list[str | None]:
         """`quote` of each name, in one pass (a catalog's names are quoted in bulk)."""
         o, c = self.open, self.close
-        if o == "[":
-            return [None if "]" in name else f"[{name}]" for name in names]
+        if not self.doubles:
+            return [None if c in name else o + name + c for name in names]
         return [o + name.replace(c, c + c) + c for name in names]
 
     def unquote(self, text: str) -> str | None:

@@ -21,7 +21,10 @@ LexiconError naming it, never disappears silently.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from gridrail import kernels
 from gridrail.errors import LexiconError
@@ -114,11 +117,11 @@ def _lexicon(
         names = NameSet(folded=words, suffix=category.suffix)
     else:
         # spelled in sorted order: the name set then sorts a few sorted runs
-        exact, folded, written = _identifier_spellings(
+        exact, folded, unwritten = _identifier_spellings(
             tuple(sorted(words)), rules, l1_dfa, _higher_class_dfas(grammar, l1)
         )
-        unwritable = next((w for w in words if w not in written), None)
-        if unwritable is not None:
+        if unwritten:
+            unwritable = next(w for w in words if w in unwritten)
             raise LexiconError(
                 f"{category.terminal} {unwritable!r} cannot be written: no bare or quoted form "
                 f"of it is a {category.terminal} lexeme of the grammar"
@@ -137,31 +140,54 @@ def _identifier_spellings(
     words: tuple[str, ...], rules: IdentifierRules, l1_dfa: ByteDFA, shadows: tuple[ByteDFA, ...]
 ) -> tuple[list[str], list[str], set[str]]:
     """The spellings of `words` whose case is fixed and those whose case is free, and the words
-    that have at least one (the others cannot be written). A word is written bare if the
-    dialect lets an unquoted name denote it, the L1 regex takes it and no shadowing terminal
-    does; quoted in each style whose form the L1 regex takes. Each check is one batch over the
-    words (`kernels.fullmatch_many`)."""
+    with none (they cannot be written). A word is written bare if the dialect lets an unquoted
+    name denote it, the L1 regex takes it and no shadowing terminal does; quoted in each style
+    whose form the L1 regex takes. Each style is one batch over the words (`_spelled`)."""
     bare_case_free = rules.case_insensitive or rules.folds_unquoted
     quoted_case_free = rules.case_insensitive
-    bare = [w for w in words if rules.bare_may_denote(w)]
-    encoded = [w.encode("utf-8") for w in bare]
-    taken = kernels.fullmatch_many(l1_dfa, encoded)  # 1 or 0 per word
-    for shadow in shadows:
-        shadowed = kernels.fullmatch_many(shadow, encoded)
-        taken = bytes(t and not s for t, s in zip(taken, shadowed, strict=True))
-    bare = [w for w, t in zip(bare, taken, strict=True) if t]
-    written = set(bare)
     exact: list[str] = []
     folded: list[str] = []
-    (folded if bare_case_free else exact).extend(bare)
+    written = np.zeros(len(words), dtype=bool)
+    denoted = [i for i, w in enumerate(words) if rules.bare_may_denote(w)]
+    taken, spelled = _spelled([words[i] for i in denoted], ("", "", True), l1_dfa, shadows)
+    written[denoted] |= np.frombuffer(taken, np.uint8).astype(bool)
+    (folded if bare_case_free else exact).extend(spelled)
     for style in rules.quote_styles:
-        quoted = zip(words, style.quote_all(words), strict=True)
-        forms = [(w, q) for w, q in quoted if q is not None]
-        takes = kernels.fullmatch_many(l1_dfa, [q.encode("utf-8") for _, q in forms])
-        spelled = [form for form, t in zip(forms, takes, strict=True) if t]
-        written.update(w for w, _ in spelled)
-        (folded if quoted_case_free else exact).extend(q for _, q in spelled)
-    return exact, folded, written
+        taken, spelled = _spelled(words, (style.open, style.close, style.doubles), l1_dfa, ())
+        written |= np.frombuffer(taken, np.uint8).astype(bool)
+        (folded if quoted_case_free else exact).extend(spelled)
+    return exact, folded, {words[i] for i in np.flatnonzero(~written).tolist()}
+
+
+def _spelled(
+    words: Sequence[str],
+    style: tuple[str, str, bool],
+    dfa: ByteDFA,
+    shadows: Sequence[ByteDFA],
+) -> tuple[bytes, list[str]]:
+    """Per word 1 if its form in the quote style (open, close, doubles) is kept, else 0, and the
+    kept forms in word order (the Rust kernel `spell_forms` when enabled). A form is the word
+    between `open` and `close` with `close` doubled inside it (`close` empty: the word itself);
+    a word holding `close` has none where the style cannot double it; a form is kept where
+    `dfa` matches it whole and no shadow does."""
+    if kernels.KERNELS_ENABLED:
+        return kernels.spell_forms(words, style, dfa, shadows)
+    open_, close, doubles = style
+    flags = bytearray()
+    kept = []
+    for word in words:
+        form: str | None = word
+        if close:
+            fits = doubles or close not in word
+            form = open_ + word.replace(close, close * 2) + close if fits else None
+        data = form.encode("utf-8") if form is not None else b""
+        ok = (
+            form is not None and dfa.fullmatch(data) and not any(s.fullmatch(data) for s in shadows)
+        )
+        flags.append(ok)
+        if ok:
+            kept.append(form)
+    return bytes(flags), kept
 
 
 def _higher_class_dfas(grammar: Grammar, terminal: TerminalDef) -> tuple[ByteDFA, ...]:
