@@ -676,6 +676,19 @@ mod tests {
     }
 
     #[test]
+    fn forms_are_quoted_doubled_or_refused_and_checked() {
+        let takes = Dfa::literal(b"\"a\"\"b\"");
+        let (flags, kept) = spell_forms(&["a\"b", "c"], "\"", "\"", true, &takes, &[]);
+        assert_eq!((flags, kept), (vec![1, 0], vec!["\"a\"\"b\"".to_string()]));
+        let brackets = Dfa::literal(b"[x]");
+        let (flags, _) = spell_forms(&["x", "x]"], "[", "]", false, &brackets, &[]);
+        assert_eq!(flags, vec![1, 0]);
+        let bare = Dfa::literal(b"x");
+        let (flags, _) = spell_forms(&["x"], "", "", true, &bare, &[Dfa::literal(b"x")]);
+        assert_eq!(flags, vec![0]); // shadowed
+    }
+
+    #[test]
     fn literals_escape_punctuation_and_fold_letters() {
         let mut out = String::new();
         literal_alternation(&["a_1", "\"Q\u{e9}\""], false, &mut out);
