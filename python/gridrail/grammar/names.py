@@ -43,7 +43,7 @@ class NameSet:
         # Sorted and distinct, so that equal sets have one text (and one fingerprint). Sorted
         # first: spellings made from sorted words come as a few sorted runs, which sort fast.
         object.__setattr__(self, "exact", tuple(dict.fromkeys(sorted(self.exact))))
-        folded = sorted(map(_ascii_lower, self.folded))
+        folded = sorted(map(ascii_lower, self.folded))
         object.__setattr__(self, "folded", tuple(dict.fromkeys(folded)))
 
     def __bool__(self) -> bool:
@@ -234,11 +234,11 @@ def _merged(
     return merged, [ends[node] for node in first], [number[class_of[r]] for r in roots]
 
 
-def _ascii_lower(text: str) -> str:
-    """ASCII letters lower-cased, others as they are (str.lower, on ASCII text, is that)."""
-    if text.isascii():
-        return text.lower()
-    return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
+def ascii_lower(text: str) -> str:
+    """ASCII letters lower-cased, others as they are: how folded spellings are stored, and how
+    SQLite and PostgreSQL fold names (`gridrail.policy.dialect`). str.lower is that on ASCII
+    text, and far faster than a translation table."""
+    return text.lower() if text.isascii() else text.translate(_ASCII_UPPER)
 
 
 def _literal(text: str, fold: bool) -> str:
@@ -246,6 +246,8 @@ def _literal(text: str, fold: bool) -> str:
     return text.translate(_FOLDED if fold else _EXACT)
 
 
+# Upper-case ASCII letters to lower-case ones (ascii_lower beyond ASCII text).
+_ASCII_UPPER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 # ASCII punctuation and controls as \xNN escapes; with folding, each letter as [xX].
 _EXACT = {c: f"\\x{c:02x}" for c in range(128) if not chr(c).isalnum()}
 _FOLDED = _EXACT | {

@@ -16,13 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-_ASCII_UPPER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
-
-
-def ascii_lower(name: str) -> str:
-    """Lower-case ASCII letters only (SQLite and PostgreSQL leave other letters as written)."""
-    # str.lower is ASCII lowering on ASCII text, and far faster than a translation table
-    return name.lower() if name.isascii() else name.translate(_ASCII_UPPER)
+from gridrail.grammar.names import ascii_lower
 
 
 @dataclass(frozen=True)
