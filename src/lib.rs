@@ -188,15 +188,10 @@ mod bindings {
         exact: Vec<Bound<'_, PyString>>,
         folded: Vec<Bound<'_, PyString>>,
     ) -> PyResult<String> {
-        let mut out = String::new();
-        let lists = [(&exact, false), (&folded, true)];
-        for (i, (spellings, fold)) in lists.into_iter().filter(|(s, _)| !s.is_empty()).enumerate() {
-            if i > 0 {
-                out.push('|');
-            }
-            names::literal_alternation(&utf8_all(spellings)?, fold, &mut out);
-        }
-        Ok(out)
+        Ok(names::literal_alternation(
+            &utf8_all(&exact)?,
+            &utf8_all(&folded)?,
+        ))
     }
 
     /// `union_scanner(parts, max_states, max_work) -> (transitions, accepts, live) | None`:

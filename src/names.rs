@@ -347,13 +347,18 @@ fn merged(rows: &Rows, ends: &[bool], roots: &[u32]) -> (Rows, Vec<bool>, Vec<u3
     (new_rows, new_ends, new_roots)
 }
 
-/// The regex text of spellings as alternatives matching each exactly (Python's
-/// `NameSet.pattern` options joined by `|`): ASCII punctuation and controls as `\xNN`
-/// escapes, with `fold` each ASCII letter as `[xX]`; digits, exact letters and non-ASCII
-/// characters as themselves. Python's `_literal` is the reference.
-pub fn literal_alternation(spellings: &[&str], fold: bool, out: &mut String) {
+/// The regex text of spellings as alternatives matching each exactly, the `exact` ones byte
+/// for byte, then the `folded` ones with ASCII case ignored (Python's `NameSet.literal_options`
+/// joined by `|`, the reference): ASCII punctuation and controls as `\xNN` escapes, folded
+/// letters as `[xX]`; digits, exact letters and non-ASCII characters as themselves.
+pub fn literal_alternation(exact: &[&str], folded: &[&str]) -> String {
     use std::fmt::Write;
-    for (i, spelling) in spellings.iter().enumerate() {
+    let mut out = String::new();
+    let spellings = exact.iter().map(|s| (s, false));
+    for (i, (spelling, fold)) in spellings
+        .chain(folded.iter().map(|s| (s, true)))
+        .enumerate()
+    {
         if i > 0 {
             out.push('|');
         }
@@ -368,6 +373,7 @@ pub fn literal_alternation(spellings: &[&str], fold: bool, out: &mut String) {
             }
         }
     }
+    out
 }
 
 /// Each word's form in one quote style — `open`, the word with `close` doubled inside, `close`
@@ -690,12 +696,9 @@ mod tests {
 
     #[test]
     fn literals_escape_punctuation_and_fold_letters() {
-        let mut out = String::new();
-        literal_alternation(&["a_1", "\"Q\u{e9}\""], false, &mut out);
-        assert_eq!(out, "a\\x5f1|\\x22Q\u{e9}\\x22");
-        out.clear();
-        literal_alternation(&["ab.c"], true, &mut out);
-        assert_eq!(out, "[aA][bB]\\x2e[cC]");
+        let exact = literal_alternation(&["a_1", "\"Q\u{e9}\""], &[]);
+        assert_eq!(exact, "a\\x5f1|\\x22Q\u{e9}\\x22");
+        assert_eq!(literal_alternation(&[], &["ab.c"]), "[aA][bB]\\x2e[cC]");
     }
 
     #[test]
