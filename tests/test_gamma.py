@@ -229,6 +229,35 @@ def test_walks_bind_every_name_and_fast_equals_spec_long(tokenizer: str) -> None
         _walks(role, tokenizer, long_size(60, 3), long_size(5, 12))
 
 
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        b"SELECT name FROM employees WHERE dept = 'e",  # a string with no accept yet
+        b"SELECT name FROM employees WHERE dept = 'it''",  # after an escaped quote
+        b"SELECT name FROM employees WHERE dept = 'x'",  # a string at its accept
+        b"SELECT 'a",  # the select list owes nothing yet; a token may close it and name
+        # a FROM clause that still owes `amount` (salaries): `';` must be refused
+        b"SELECT amount FROM orders JOIN employees ON employees.name = 'x",
+    ],
+)
+def test_fast_equals_spec_inside_string_literals(prefix: bytes) -> None:
+    """Inside a string literal the pending lexeme has no accept to be cut back to, so Γ's
+    token scan follows it from the first byte (it had sent every token through the binder:
+    0.5 s per mask) — the mask must stay the specification's, names after the quote included."""
+    guide = _guide()
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+    binder = guide.binder
+    assert binder is not None
+    gamma = matcher._gamma[-1]  # type: ignore[index]
+    mask = matcher.allowed()
+    assert mask.ids()
+    assert spec_mask_gamma(guide.oracle, binder, guide.vocab, matcher.configuration, gamma) == mask
+    if binder.closing(gamma):  # the statement may not end before it joins salaries
+        (quote_end,) = guide.trie.tokenize(b"';")
+        assert quote_end in guide.mask(matcher.configuration) and quote_end not in mask
+
+
 def test_the_reserve_discharges_the_select_lists_names() -> None:
     """The budget's completion of a select list that names columns of two tables joins them
     (and gives the qualifier it used a binding)."""

@@ -169,7 +169,11 @@ class Guide:
         closing = binder.closing(gamma)
         if not closing:
             ids = ids[~shapes.plain[ids] | bool(gamma.pending)]
-        scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, bool(cfg.tail))
+        # bytes after the last allowed accept can be cut back there and rescanned, which the
+        # scan does not follow; with no accept yet (inside a string literal), a byte that ends
+        # the lexeme rejects the token, so the scan is exact from the first byte
+        cut_back = bool(cfg.tail) and cfg.accept_state >= 0
+        scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, cut_back)
         if closing:  # any token may end the FROM clause too early: judge them all
             scan = scan._replace(marked=np.ones(len(ids), dtype=bool))
         elif binder.owes(gamma):  # a token that opens FROM may also go on inside it

@@ -97,8 +97,12 @@ class SlotScan:
         self.slot_live = np.array([bool(x & slot_terminals) for x in live], dtype=bool)
         self.start = start
 
-    def scan(self, shapes: TokenShapes, ids: np.ndarray, scan_state: int, has_tail: bool) -> Scan:
-        """Each token of `ids` scanned from `scan_state` (the pending lexeme's state)."""
+    def scan(
+        self, shapes: TokenShapes, ids: np.ndarray, scan_state: int, may_cut_back: bool
+    ) -> Scan:
+        """Each token of `ids` scanned from `scan_state` (the pending lexeme's state);
+        `may_cut_back`: the pending lexeme has bytes after an earlier accept, so a byte that
+        ends it may cut it back there (every token is then marked)."""
         count = len(ids)
         lengths = shapes.lengths[ids]
         data = shapes.bytes[ids]
@@ -107,7 +111,7 @@ class SlotScan:
         # Has the lexeme in progress passed a state where a slot terminal ends (it may be cut
         # back there, by rule (ii) of the oracle, however the token's last bytes read)?
         seen = np.full(count, self.slot_accept[scan_state] or self.slot_live[scan_state])
-        marked = (lengths > WIDTH) | has_tail  # a cut-back pending lexeme: not followed here
+        marked = (lengths > WIDTH) | may_cut_back  # a cut-back pending lexeme: not followed here
         simple = ~marked
         closes = np.zeros(count, dtype=bool)
         table = self.table
