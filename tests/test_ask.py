@@ -292,6 +292,39 @@ def test_a_statement_the_model_ended_wins_over_one_the_reserve_ended() -> None:
     assert second.chosen and answer.sql == answers[1]
 
 
+# 16,777,216 rows counted: about 0.3 s in SQLite, far past a ranking limit of 0.05 s
+SLOW = "SELECT count(*) FROM orders" + "".join(f", orders AS {t}" for t in "abcdefg") + ";"
+
+
+def test_a_candidate_past_the_ranking_limit_is_stopped_when_another_runs() -> None:
+    answers = (SLOW, "SELECT id FROM orders WHERE total > 1000;")
+    db = Database.open(str(HR_DB))
+    model = _scripted(*answers, per_call=True)
+    answer = ask("q", _guide("analyst"), model, candidates=2, database=db, ranking_timeout_s=0.05)
+    slow, fast = answer.candidates
+    assert fast.chosen and answer.result.rows == ((3,), (7,))
+    assert slow.stopped_early and not slow.runs and slow.result is None
+    assert slow.reason.startswith("not chosen: does not run (stopped after 0.05 s, the limit")
+    verify(slow.attempt.generation.audit)
+
+
+def test_a_candidate_stopped_for_ranking_runs_with_the_full_limit_when_none_ran() -> None:
+    answers = (SLOW, "SELECT name FROM orders;")  # the second: the checker's violation
+    db = Database.open(str(HR_DB))
+    model = _scripted(*answers, per_call=True)
+    answer = ask(
+        "q", _guide("analyst"), model, candidates=2, database=db, ranking_timeout_s=0.05,
+        repair=False,
+    )  # fmt: skip
+    slow, _ = answer.candidates
+    assert slow.chosen and not slow.stopped_early and slow.error is None
+    assert answer.result.rows == ((8**8,),)
+    assert slow.reason == "chosen: runs (1 rows)"
+    # one candidate: the answer's own limit from the start, never the ranking one
+    alone = ask("q", _guide("analyst"), _scripted(SLOW), database=db, ranking_timeout_s=0.05)
+    assert alone.result.rows == ((8**8,),) and not alone.candidates[0].stopped_early
+
+
 def test_a_clean_answer_that_does_not_run_gets_the_retry_with_the_database_error() -> None:
     seen: list[list[str]] = []
     db = Database.open(str(HR_DB))

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING
 
 from gridrail.audit import AuditLog
 from gridrail.check.checker import Violation
-from gridrail.database import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, Database, QueryResult
+from gridrail.database import (
+    DEFAULT_MAX_ROWS,
+    DEFAULT_TIMEOUT_S,
+    Database,
+    ExecutionLimitError,
+    QueryResult,
+)
 from gridrail.decode.logits import Sampler
 from gridrail.decode.loop import Generation, generate, seal_generation
 from gridrail.decode.repetition import LoopGuard
@@ -70,6 +76,11 @@ DEFAULT_PROMPT_TABLES = 32
 # training gold queries but 6 does) nor nests parentheses past depth 4 (none does past 3)
 # (bench/RESULTS.md: "Loop guard")
 DEFAULT_LOOP_GUARD = LoopGuard(repeats=2, min_block=3, max_block=32, max_depth=4)
+# while choosing among K > 1 candidates, each runs at most this long (never longer than the
+# answer's own limit): a 25-way cross join the model wrote took the demo's whole 10 s limit, a
+# quarter of its time. One stopped here is run again with the full limit only when no
+# candidate ran (bench/RESULTS.md, "Session 13")
+DEFAULT_RANKING_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -89,6 +100,7 @@ class Candidate:
     error: str | None = None  # why it was not executed or did not run
     chosen: bool = False
     reason: str = ""  # why it was or was not chosen (sealed into its audit log)
+    stopped_early: bool = False  # stopped at the ranking limit, below the answer's time limit
 
     @property
     def runs(self) -> bool:
@@ -141,6 +153,7 @@ def ask(
     database: Database | None = None,
     run: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    ranking_timeout_s: float = DEFAULT_RANKING_TIMEOUT_S,
     max_rows: int = DEFAULT_MAX_ROWS,
     judge: Callable[[str], list[Violation]] | None = None,
     audit: bool = True,
@@ -160,7 +173,9 @@ def ask(
     few rows of each visible table, and — unless `run` is false (a role whose answers are
     writes: running them read-only proves nothing) — clean candidates are executed read-only
     within `timeout_s` / `max_rows` and the chosen one's rows are the answer's `result`;
-    `candidates` > 1 needs that. With `signing_key`, each generation's audit
+    `candidates` > 1 needs that; each of them then runs within `ranking_timeout_s` (at most
+    `timeout_s`), and those it stopped run again within `timeout_s` only if no candidate ran.
+    With `signing_key`, each generation's audit
     log is sealed with its signature. `judge` (e.g. `PostgresJudge(...).judge`) judges each
     statement the checker passed; `database_judge` builds the one a database offers.
     `sampler` chooses the first candidate's tokens (default greedy); candidate k > 1 samples at
@@ -188,12 +203,16 @@ def ask(
     examples = held_examples(guide, shown, prompt_examples)
     messages = question_messages(guide.view, question, samples, shown, examples)
 
-    def attempt(prompt_messages: list[dict[str, str]], chooser: Sampler) -> Candidate:
+    ranking_s = min(ranking_timeout_s, timeout_s) if candidates > 1 else timeout_s
+
+    def attempt(
+        prompt_messages: list[dict[str, str]], chooser: Sampler, limit_s: float
+    ) -> Candidate:
         made = _attempt(
             guide, model, prompt_messages, max_tokens, judge, audit, signing_key, chooser,
             loop_guard, on_token,
         )  # fmt: skip
-        return _run(made, runs_on, timeout_s, max_rows)
+        return _run(Candidate(made), runs_on, limit_s, max_rows, timeout_s)
 
     answer = Answer(question)
     for k in range(candidates):
@@ -202,16 +221,21 @@ def ask(
             if k == 0
             else Sampler(candidate_temperature, seed=k, top_p=candidate_top_p)
         )
-        answer.candidates.append(attempt(messages, chooser))
+        answer.candidates.append(attempt(messages, chooser, ranking_s))
     index = TableIndex(guide.view)
     best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
+    if runs_on is not None and (best is None or not best.runs):
+        for stopped in [c for c in answer.candidates if c.stopped_early]:
+            if _run(stopped, runs_on, timeout_s, max_rows, timeout_s).runs:
+                best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
+                break
     if repair and (best is None or (runs_on is not None and not best.runs)):
         failed = best or answer.candidates[0]  # a clean one that does not run, else the greedy
         problems = [v.message for v in failed.attempt.violations] or [str(failed.error)]
         if on_repair is not None:
             on_repair(problems)
         retry = repair_messages(messages, failed.attempt.sql, problems)
-        answer.candidates.append(attempt(retry, sampler or Sampler()))
+        answer.candidates.append(attempt(retry, sampler or Sampler(), timeout_s))
         answer.repaired = True
         best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
     # no clean candidate at all: the last one (the retry, if any) is reported with its violations
@@ -323,17 +347,34 @@ def _attempt(
     return Attempt(generation.text, violations, generation, len(prompt))
 
 
-def _run(attempt: Attempt, database: Database | None, timeout_s: float, max_rows: int) -> Candidate:
-    """The attempt, executed read-only when it is clean and a database is given."""
-    candidate = Candidate(attempt)
+def _run(
+    candidate: Candidate,
+    database: Database | None,
+    limit_s: float,
+    max_rows: int,
+    timeout_s: float,
+) -> Candidate:
+    """The candidate, executed read-only within `limit_s` when it is clean and a database is
+    given; `timeout_s` is the answer's own limit (a stop below it is `stopped_early`)."""
+    attempt = candidate.attempt
+    candidate.stopped_early = False
     if attempt.violations:
         candidate.error = "not run: " + "; ".join(v.message for v in attempt.violations)
     elif database is not None:
         try:
             candidate.result = database.execute(
-                attempt.sql, read_only=True, timeout_s=timeout_s, max_rows=max_rows
+                attempt.sql, read_only=True, timeout_s=limit_s, max_rows=max_rows
             )
-        except GridrailError as exc:  # DatabaseError, ExecutionLimitError
+            candidate.error = None
+        except ExecutionLimitError as exc:
+            candidate.stopped_early = exc.limit == "time" and limit_s < timeout_s
+            candidate.error = (
+                f"stopped after {limit_s:g} s, the limit for ranking candidates (another "
+                "candidate ran)"
+                if candidate.stopped_early
+                else str(exc)
+            )
+        except GridrailError as exc:  # DatabaseError
             candidate.error = str(exc)
     return candidate
 

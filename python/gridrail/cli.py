@@ -18,6 +18,7 @@ from gridrail.ask import (
     DEFAULT_CANDIDATES,
     DEFAULT_LOOP_GUARD,
     DEFAULT_PROMPT_TABLES,
+    DEFAULT_RANKING_TIMEOUT_S,
     PROMPT_EXAMPLES,
     Answer,
     ask,
@@ -350,6 +351,7 @@ class _Asker:
             database=target.database,
             run=not target.writes,
             timeout_s=args.timeout,
+            ranking_timeout_s=args.ranking_timeout,
             max_rows=args.max_rows,
             judge=target.judge,
             audit=args.audit is not None,
@@ -710,6 +712,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"with --execute, stop the statement after this long (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    q.add_argument(
+        "--ranking-timeout",
+        type=_positive(float),
+        default=DEFAULT_RANKING_TIMEOUT_S,
+        metavar="SECONDS",
+        help="with --candidates > 1, stop each candidate after this long while they are ranked; "
+        "those stopped run again within --timeout only if none ran "
+        f"(default: {DEFAULT_RANKING_TIMEOUT_S:g})",
     )
     q.add_argument(
         "--max-rows",
