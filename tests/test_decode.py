@@ -5,7 +5,9 @@ The real model runs in tests/test_ask.py."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -183,6 +185,49 @@ def test_nan_logits_and_a_too_narrow_model_are_errors() -> None:
         generate(guide, lambda ids: np.zeros(10), max_tokens=60)
     with pytest.raises(ValueError, match="temperature"):
         Sampler(-1.0)
+
+
+def test_the_model_computes_beside_the_mask() -> None:
+    """Each step asks for the logits before it computes the mask, on another thread (the
+    overlap): the mask of step k waits here until the model's call for step k has begun —
+    a loop that computed the mask first would never let it begin."""
+    guide = _guide("analyst")
+    seeded = SeededLogits(guide, 3)
+    begun: dict[int, threading.Event] = {}
+    threads = set()
+
+    def logits(generated) -> np.ndarray:
+        threads.add(threading.get_ident())
+        begun.setdefault(len(generated), threading.Event()).set()
+        return seeded(generated)
+
+    class Watched(gr.Guide):  # the mask of a step waits for that step's model call
+        def mask_with_entry(self, cfg, gamma=None):
+            step = len(matchers[-1].accepted_tokens()) if matchers else 0
+            assert begun.setdefault(step, threading.Event()).wait(5), "the model waited"
+            return super().mask_with_entry(cfg, gamma)
+
+        def matcher(self, *args, **kwargs):
+            made = super().matcher(*args, **kwargs)
+            matchers.append(made)
+            return made
+
+    matchers: list[gr.Matcher] = []
+    watched = copy.copy(guide)
+    watched.__class__ = Watched
+    result = generate(watched, logits, max_tokens=40)
+    assert result.tokens == generate(guide, seeded, max_tokens=40).tokens
+    assert threading.get_ident() not in threads
+
+
+def test_an_error_of_the_model_reaches_the_caller() -> None:
+    guide = _guide("analyst")
+
+    def failing(generated) -> np.ndarray:
+        raise RuntimeError("the model is gone")
+
+    with pytest.raises(RuntimeError, match="the model is gone"):
+        generate(guide, failing, max_tokens=40)
 
 
 def test_the_audit_log_of_the_loop_verifies_and_replays(tmp_path: Path) -> None:

@@ -6,17 +6,27 @@ model; otherwise ask the model for next-token logits, fill every token outside t
 budget is refused by the matcher (the reserve trigger), and the loop writes that completion
 instead. So every stop is a sentence followed by EOS: either the model chose EOS (only legal
 where the output is a complete statement) or the reserve wrote the rest.
+
+The model's forward pass does not depend on the mask, so each step asks for the logits first, on
+a worker thread, and computes the mask meanwhile (paper §6.3's overlap): llama.cpp and torch
+release the GIL while they compute, so on two cores a step costs about the larger of the two,
+not their sum. Where the mask forces the next tokens, those logits go unused (the tokens they
+fed are in the model's cache either way). What the model is fed at each step — every token
+since its previous call — is a function of the tokens alone, so the choices stay reproducible.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from gridrail.audit import AuditLog
 from gridrail.decode.logits import Sampler, allowed_array, as_vector, log_probability
-from gridrail.decode.repetition import LoopGuard
+from gridrail.decode.repetition import GuardedOutput, LoopGuard
 from gridrail.guide import Guide, Matcher
 
 NextLogits = Callable[[Sequence[int]], object]
@@ -33,9 +43,9 @@ class Generation:
     text: str
     stop: str  # "eos": the model ended a sentence; "reserve": the budget trigger wrote the end
     kinds: dict[str, int] = field(default_factory=dict)  # tokens per audit kind
-    guard_seconds: float = 0.0  # masks, jump-forward, accepting (everything but the model)
-    model_seconds: float = 0.0  # inside `next_logits`
-    model_calls: int = 0
+    guard_seconds: float = 0.0  # masks, jump-forward, accepting (all but waiting for the model)
+    model_seconds: float = 0.0  # inside `next_logits` (on its thread, beside the masks)
+    model_calls: int = 0  # the calls whose logits chose a token
     log_probability: float = 0.0  # the model's, summed over the tokens it chose (`model_calls`)
     audit: AuditLog | None = None
     mode: dict[str, object] = field(default_factory=dict)  # the seal's mode flags
@@ -71,39 +81,40 @@ def generate(
     fed = 0  # tokens `followed` has seen
     result = Generation([], "", "eos", audit=audit)
     clock = time.perf_counter
+
+    def timed_logits(tokens: list[int]) -> tuple[object, float]:
+        before = clock()
+        return next_logits(tokens), clock() - before
+
     started = clock()
-    while not matcher.is_terminated():
-        if followed is not None:  # what the last step accepted
-            followed.feed(matcher.recent_tokens(matcher.num_accepted - fed))
-            fed = matcher.num_accepted
-        allowed = allowed_array(matcher.allowed())
-        forced = matcher.forced_tokens() if allowed.sum() == 1 else []
-        if forced:
-            if not matcher.accept_tokens(forced, "forced"):
-                _write_reserve(matcher, result)
+    waited = 0.0
+    # one worker: the model's calls run in order, never two at once; leaving the block waits
+    # for the last one, so the model is idle when the next generation starts
+    with ThreadPoolExecutor(1, thread_name_prefix="gridrail-model") as model_thread:
+        while not matcher.is_terminated():
+            pending: Future = model_thread.submit(timed_logits, matcher.accepted_tokens())
+            if followed is not None:  # what the last step accepted
+                followed.feed(matcher.recent_tokens(matcher.num_accepted - fed))
+                fed = matcher.num_accepted
+            allowed = allowed_array(matcher.allowed())
+            forced = matcher.forced_tokens() if allowed.sum() == 1 else []
+            if forced:  # the logits go unused (and so would an error computing them)
+                if not matcher.accept_tokens(forced, "forced"):
+                    _write_reserve(matcher, result)
+                else:
+                    _count(result, "forced", len(forced))
             else:
-                _count(result, "forced", len(forced))
-        else:
-            before_model = clock()
-            logits = as_vector(next_logits(matcher.accepted_tokens()))
-            result.model_seconds += clock() - before_model
-            result.model_calls += 1
-            if len(logits) < guide.vocab.size:
-                raise ValueError(
-                    f"the model gave {len(logits)} logits for a vocabulary of "
-                    f"{guide.vocab.size} tokens: is the guide compiled for this model's vocabulary?"
-                )
-            if followed is not None:
-                allowed = followed.narrow(allowed)
-            token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
-            result.log_probability += log_probability(logits[: guide.vocab.size], token)
-            if matcher.accept_tokens([token]):
-                _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
-            else:  # inside the mask, so refused by the budget: write the shortest ending
-                _write_reserve(matcher, result)
-        if on_token is not None:
-            on_token(matcher.num_accepted)
-    result.guard_seconds = clock() - started - result.model_seconds
+                before_wait = clock()
+                raw, seconds = pending.result()
+                waited += clock() - before_wait
+                _choose_token(guide, matcher, sampler, followed, allowed, as_vector(raw), result)
+                result.model_seconds += seconds
+                result.model_calls += 1
+            if on_token is not None:
+                on_token(matcher.num_accepted)
+        before_wait = clock()
+    waited += clock() - before_wait
+    result.guard_seconds = clock() - started - waited
     result.tokens = matcher.accepted_tokens()
     result.text = text_of(guide, result.tokens)
     result.mode = {
@@ -115,6 +126,32 @@ def generate(
     if seal:
         seal_generation(guide, result)
     return result
+
+
+def _choose_token(
+    guide: Guide,
+    matcher: Matcher,
+    sampler: Sampler,
+    followed: GuardedOutput | None,
+    allowed: np.ndarray,
+    logits: np.ndarray,
+    result: Generation,
+) -> None:
+    """The model's step: the token `sampler` chooses among `allowed` (narrowed by the loop
+    guard `followed`), accepted — or, refused by the budget, the reserve's ending instead."""
+    if len(logits) < guide.vocab.size:
+        raise ValueError(
+            f"the model gave {len(logits)} logits for a vocabulary of "
+            f"{guide.vocab.size} tokens: is the guide compiled for this model's vocabulary?"
+        )
+    if followed is not None:
+        allowed = followed.narrow(allowed)
+    token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
+    result.log_probability += log_probability(logits[: guide.vocab.size], token)
+    if matcher.accept_tokens([token]):
+        _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
+    else:  # inside the mask, so refused by the budget: write the shortest ending
+        _write_reserve(matcher, result)
 
 
 def seal_generation(guide: Guide, generation: Generation, **notes: object) -> None:
