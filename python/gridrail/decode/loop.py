@@ -7,12 +7,14 @@ budget is refused by the matcher (the reserve trigger), and the loop writes that
 instead. So every stop is a sentence followed by EOS: either the model chose EOS (only legal
 where the output is a complete statement) or the reserve wrote the rest.
 
-The model's forward pass does not depend on the mask, so each step asks for the logits first, on
-a worker thread, and computes the mask meanwhile (paper §6.3's overlap): llama.cpp and torch
+The model's forward pass does not depend on the mask, so the logits of the next step are asked
+for, on a worker thread, as soon as the token is chosen, and the accepting (with its budget
+check) and the next mask are computed meanwhile (paper §6.3's overlap): llama.cpp and torch
 release the GIL while they compute, so on two cores a step costs about the larger of the two,
-not their sum. Where the mask forces the next tokens, those logits go unused (the tokens they
-fed are in the model's cache either way). What the model is fed at each step — every token
-since its previous call — is a function of the tokens alone, so the choices stay reproducible.
+not their sum. Where the mask forces the next tokens, or the budget refuses the token, those
+logits go unused (the tokens they fed stay valid in the model's cache, or are fed again). What
+the model is fed at each call — every token since its previous call — is a function of the
+tokens alone, so the choices stay reproducible.
 """
 
 from __future__ import annotations
@@ -91,25 +93,38 @@ def generate(
     # one worker: the model's calls run in order, never two at once; leaving the block waits
     # for the last one, so the model is idle when the next generation starts
     with ThreadPoolExecutor(1, thread_name_prefix="gridrail-model") as model_thread:
+        ahead: Future | None = None  # the model's call for the tokens accepted so far
         while not matcher.is_terminated():
-            pending: Future = model_thread.submit(timed_logits, matcher.accepted_tokens())
+            if ahead is None:
+                ahead = model_thread.submit(timed_logits, matcher.accepted_tokens())
             if followed is not None:  # what the last step accepted
                 followed.feed(matcher.recent_tokens(matcher.num_accepted - fed))
                 fed = matcher.num_accepted
             allowed = allowed_array(matcher.allowed())
             forced = matcher.forced_tokens() if allowed.sum() == 1 else []
             if forced:  # the logits go unused (and so would an error computing them)
+                ahead = None
                 if not matcher.accept_tokens(forced, "forced"):
                     _write_reserve(matcher, result)
                 else:
                     _count(result, "forced", len(forced))
             else:
                 before_wait = clock()
-                raw, seconds = pending.result()
+                raw, seconds = ahead.result()
                 waited += clock() - before_wait
-                _choose_token(guide, matcher, sampler, followed, allowed, as_vector(raw), result)
                 result.model_seconds += seconds
                 result.model_calls += 1
+                token = _choose_token(guide, sampler, followed, allowed, as_vector(raw), result)
+                # the next step's call starts now, beside the accepting (the budget check
+                # computes a completion); a refused token ends the generation, and its call
+                # goes unused
+                ahead = None
+                if not guide.is_eos(token):
+                    ahead = model_thread.submit(timed_logits, [*matcher.accepted_tokens(), token])
+                if matcher.accept_tokens([token]):
+                    _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
+                else:  # inside the mask, so refused by the budget: write the shortest ending
+                    _write_reserve(matcher, result)
             if on_token is not None:
                 on_token(matcher.num_accepted)
         before_wait = clock()
@@ -130,15 +145,14 @@ def generate(
 
 def _choose_token(
     guide: Guide,
-    matcher: Matcher,
     sampler: Sampler,
     followed: GuardedOutput | None,
     allowed: np.ndarray,
     logits: np.ndarray,
     result: Generation,
-) -> None:
-    """The model's step: the token `sampler` chooses among `allowed` (narrowed by the loop
-    guard `followed`), accepted — or, refused by the budget, the reserve's ending instead."""
+) -> int:
+    """The token `sampler` chooses among `allowed` (narrowed by the loop guard `followed`);
+    its log-probability under the model is added to `result`."""
     if len(logits) < guide.vocab.size:
         raise ValueError(
             f"the model gave {len(logits)} logits for a vocabulary of "
@@ -148,10 +162,7 @@ def _choose_token(
         allowed = followed.narrow(allowed)
     token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
     result.log_probability += log_probability(logits[: guide.vocab.size], token)
-    if matcher.accept_tokens([token]):
-        _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
-    else:  # inside the mask, so refused by the budget: write the shortest ending
-        _write_reserve(matcher, result)
+    return token
 
 
 def seal_generation(guide: Guide, generation: Generation, **notes: object) -> None:
