@@ -7,6 +7,7 @@ pub mod interner;
 pub mod names;
 pub mod residue;
 pub mod scan;
+pub mod slot_scan;
 pub mod union;
 pub mod walk;
 
@@ -18,7 +19,7 @@ mod bindings {
 
     use std::collections::HashMap;
 
-    use crate::{dfa, names, residue, scan, union, walk};
+    use crate::{dfa, names, residue, scan, slot_scan, union, walk};
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -498,12 +499,98 @@ mod bindings {
         Ok((ne_bytes(py, &ids, u32::to_ne_bytes), false))
     }
 
+    fn slot_scan_error(err: slot_scan::SlotScanError) -> PyErr {
+        PyValueError::new_err(err.to_string())
+    }
+
+    /// `SlotScanner(table, layout, slot_accept, slot_live, start, width, token_bytes,
+    /// lengths)`: `SlotScan` with `TokenShapes` (python/gridrail/gamma/tokens.py) over the
+    /// scanner `table` — per-state flags as `bytes` of 0/1, per token its first `width` bytes
+    /// (zero-padded) and its length as native-endian uint32.
+    #[pyclass(name = "SlotScanner", module = "gridrail._kernels", frozen)]
+    struct PySlotScanner(slot_scan::SlotScanner);
+
+    #[pymethods]
+    impl PySlotScanner {
+        #[new]
+        #[allow(clippy::too_many_arguments)] // the reference's inputs, one each
+        fn new(
+            table: &PyScanTable,
+            layout: &[u8],
+            slot_accept: &[u8],
+            slot_live: &[u8],
+            start: i64,
+            width: usize,
+            token_bytes: &[u8],
+            lengths: &[u8],
+        ) -> PyResult<Self> {
+            if !lengths.len().is_multiple_of(4) {
+                return Err(PyValueError::new_err("lengths is not uint32 entries"));
+            }
+            let lengths = lengths
+                .chunks_exact(4)
+                .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            slot_scan::SlotScanner::new(
+                &table.0,
+                layout,
+                slot_accept,
+                slot_live,
+                start,
+                width,
+                token_bytes.to_vec(),
+                lengths,
+            )
+            .map(Self)
+            .map_err(slot_scan_error)
+        }
+
+        /// `scan(ids, scan_state, may_cut_back) -> (marked, simple, closes, final_state,
+        /// final_start)`: `SlotScan.scan` for `ids` (native-endian int64 bytes), bool arrays
+        /// as bytes of 0/1 and the states and starts as native-endian int64. The GIL is
+        /// released while it runs.
+        #[allow(clippy::type_complexity)]
+        fn scan(
+            &self,
+            py: Python<'_>,
+            ids: &[u8],
+            scan_state: i64,
+            may_cut_back: bool,
+        ) -> PyResult<(
+            Py<PyBytes>,
+            Py<PyBytes>,
+            Py<PyBytes>,
+            Py<PyBytes>,
+            Py<PyBytes>,
+        )> {
+            if !ids.len().is_multiple_of(8) {
+                return Err(PyValueError::new_err("ids is not int64 entries"));
+            }
+            let ids: Vec<i64> = ids
+                .chunks_exact(8)
+                .map(|c| i64::from_ne_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            let out = py
+                .allow_threads(|| self.0.scan(&ids, scan_state, may_cut_back))
+                .map_err(slot_scan_error)?;
+            let flags = |v: &[bool]| ne_bytes(py, v, |b| [u8::from(b)]);
+            Ok((
+                flags(&out.marked),
+                flags(&out.simple),
+                flags(&out.closes),
+                ne_bytes(py, &out.final_state, i64::to_ne_bytes),
+                ne_bytes(py, &out.final_start, i64::to_ne_bytes),
+            ))
+        }
+    }
+
     #[pymodule]
     fn _kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_class::<PyLrTable>()?;
         m.add_class::<PyWalkMemo>()?;
         m.add_function(wrap_pyfunction!(cd_residue, m)?)?;
         m.add_class::<PyScanTable>()?;
+        m.add_class::<PySlotScanner>()?;
         m.add_class::<PyTrieTable>()?;
         m.add_class::<PyWalkScanner>()?;
         m.add_function(wrap_pyfunction!(name_rows, m)?)?;

@@ -149,6 +149,11 @@ impl ScanTable {
         self.num_states
     }
 
+    /// Per state: does some terminal accept the bytes that lead to it?
+    pub fn accepting(&self) -> &[bool] {
+        &self.accepting
+    }
+
     /// The validated transitions, shared: every entry is -1 or a state below `num_states`.
     pub fn shared_transitions(&self) -> Arc<Vec<i32>> {
         Arc::clone(&self.transitions)

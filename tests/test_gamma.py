@@ -12,12 +12,16 @@ import random
 import sqlite3
 from functools import cache
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gridrail as gr
 from assets import asset
 from gridrail.archive import AlteredArtifactError, save_guide
 from gridrail.audit import AuditLog, replay
+from gridrail.kernels import slot_scanner
 from gridrail.spec import spec_mask_gamma
 from support.hr_example import HR_DB, hr_guide
 from support.long_tier import long_size
@@ -256,6 +260,30 @@ def test_fast_equals_spec_inside_string_literals(prefix: bytes) -> None:
     if binder.closing(gamma):  # the statement may not end before it joins salaries
         (quote_end,) = guide.trie.tokenize(b"';")
         assert quote_end in guide.mask(matcher.configuration) and quote_end not in mask
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), tokenizer=st.sampled_from(["gpt2", "qwen2"]))
+def test_the_token_scan_kernel_equals_its_reference(data: st.DataObject, tokenizer: str) -> None:
+    """The Rust ``SlotScanner`` gives `SlotScan.reference_scan`'s arrays bit for bit, from any
+    scanner state, with or without a cut-back pending lexeme, for any tokens (long ones too)."""
+    guide = _guide("analyst", tokenizer)
+    binder, shapes = guide.binder, guide._shapes
+    assert binder is not None and shapes is not None
+    slot_scan = binder.slot_scan
+    if slot_scanner(guide.compiled.scanner.kernel_table, slot_scan, shapes, 32) is None:
+        pytest.skip("the Rust kernels are not built or GRIDRAIL_KERNELS=0")
+    state = data.draw(st.integers(0, len(slot_scan.accepting) - 1), label="scan state")
+    cut_back = data.draw(st.booleans(), label="may cut back")
+    longest = int(np.argmax(shapes.lengths))  # past the scan's width: always marked
+    ids = np.asarray(
+        [*data.draw(st.lists(st.integers(0, guide.vocab.size - 1), max_size=400)), longest],
+        dtype=np.int64,
+    )
+    fast = slot_scan.scan(shapes, ids, state, cut_back)
+    spec = slot_scan.reference_scan(shapes, ids, state, cut_back)
+    for name, got, want in zip(fast._fields, fast, spec, strict=True):
+        assert np.array_equal(got, want), name
 
 
 def test_the_reserve_discharges_the_select_lists_names() -> None:

@@ -18,6 +18,27 @@ class ScanTable:
     def canonical_order(self, state: int) -> bytes:
         """`ScannerAutomaton.canonical_order`: uint32 states, native-endian."""
 
+@final
+class SlotScanner:
+    """`gridrail.gamma.tokens.SlotScan` with a vocabulary's `TokenShapes`."""
+
+    def __init__(
+        self,
+        table: ScanTable,
+        layout: bytes,
+        slot_accept: bytes,
+        slot_live: bytes,
+        start: int,
+        width: int,
+        token_bytes: bytes,
+        lengths: bytes,
+    ) -> None: ...
+    def scan(
+        self, ids: bytes, scan_state: int, may_cut_back: bool
+    ) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+        """`SlotScan.scan` of int64 `ids`: marked, simple, closes (bytes of 0/1), final_state,
+        final_start (int64), native-endian."""
+
 def name_rows(base: bytes, start: int, slots: list[NameSetArgs], bound: int) -> list[bytes]:
     """`gridrail.grammar.scanner._name_rows`: the whole table (int32), the new states' base
     states (int32), accepted and live slots (uint64), as native-endian bytes. OverflowError

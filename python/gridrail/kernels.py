@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from gridrail._kernels import ScanTable
+    from gridrail._kernels import ScanTable, SlotScanner
+    from gridrail.gamma.tokens import SlotScan, TokenShapes
     from gridrail.grammar.dfa import ByteDFA
     from gridrail.grammar.names import NameSet
     from gridrail.grammar.scanner import ScannerAutomaton
@@ -171,6 +172,21 @@ def _words_per_state(index: np.ndarray, masks: Sequence[int], words: int) -> byt
     `masks` holds each group's set) as `words` words, one row per state."""
     spelled = b"".join(_words_of(mask, words) for mask in masks)
     return np.frombuffer(spelled, np.uint64).reshape(len(masks), words)[index].tobytes()
+
+
+def slot_scanner(
+    table: ScanTable | None, slot_scan: SlotScan, shapes: TokenShapes, width: int
+) -> SlotScanner | None:
+    """Rust ``SlotScanner`` of `slot_scan` over `shapes`' tokens (their first `width` bytes),
+    sharing the scanner's kernel `table`; None without the kernels (`SlotScan.reference_scan`
+    runs)."""
+    if _kernels is None or table is None:
+        return None
+    flags = [np.asarray(f, dtype=np.uint8).tobytes() for f in
+             (slot_scan.layout, slot_scan.slot_accept, slot_scan.slot_live)]  # fmt: skip
+    token_bytes = np.ascontiguousarray(shapes.bytes, dtype=np.uint8).tobytes()
+    lengths = np.asarray(shapes.lengths, dtype=np.uint32).tobytes()
+    return _kernels.SlotScanner(table, *flags, slot_scan.start, width, token_bytes, lengths)
 
 
 def name_rows(base: ScannerAutomaton, name_sets: Sequence[NameSet], bound: int) -> NameRows:

@@ -194,8 +194,9 @@ class Binder:
             for accept in self._accept
         ]
         self.slot_scan = SlotScan(
-            self._trans, self._live, self._accept, self._start, slot_bits, layout
-        )
+            self._trans, self._live, self._accept, self._start, slot_bits, layout,
+            scanner.kernel_table,
+        )  # fmt: skip
         self._prefixes: BoundedLRU[frozenset[bytes]] = BoundedLRU(4096, 1 << 30)
         self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
         self._table_columns: dict[str, dict[str, Column]] = {}

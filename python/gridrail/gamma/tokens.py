@@ -16,11 +16,16 @@ marking more only costs time, never exactness.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from functools import cached_property
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from gridrail.kernels import slot_scanner
 from gridrail.vocab.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from gridrail._kernels import ScanTable, SlotScanner
 
 WIDTH = 32  # bytes scanned per token; longer tokens are always read by the binder
 # Bytes a name at a slot is made of (identifier characters, quotes, any non-ASCII byte).
@@ -36,7 +41,7 @@ class TokenShapes:
         has_from = np.zeros(size, dtype=bool)
         self.spellings: list[bytes | None] = [vocab.token_bytes(t) for t in range(size)]
         self.lengths = np.zeros(size, dtype=np.int64)
-        self.bytes = np.zeros((size, WIDTH), dtype=np.int64)
+        self.bytes = np.zeros((size, WIDTH), dtype=np.uint8)  # each token's first bytes
         for token_id, spelling in enumerate(self.spellings):
             if spelling is None:
                 continue
@@ -78,7 +83,8 @@ class Scan(NamedTuple):
 
 
 class SlotScan:
-    """The union scanner as arrays, with the slot terminals' bits per state."""
+    """The union scanner as arrays, with the slot terminals' bits per state; the Rust
+    ``SlotScanner`` scans where the scanner has its kernel table (`gridrail.kernels`)."""
 
     def __init__(
         self,
@@ -88,14 +94,22 @@ class SlotScan:
         start: int,
         slot_terminals: int,
         layout: Sequence[bool],
+        kernel_table: ScanTable | None = None,
     ):
-        states = len(live)
-        self.table = np.asarray(transitions, dtype=np.int64).reshape(states, 256)
+        self._transitions = transitions
         self.accepting = np.array([bool(a) for a in accept], dtype=bool)
         self.layout = np.asarray(layout, dtype=bool)  # a lexeme ending here is always ignored
         self.slot_accept = np.array([bool(a & slot_terminals) for a in accept], dtype=bool)
         self.slot_live = np.array([bool(x & slot_terminals) for x in live], dtype=bool)
         self.start = start
+        self._kernel_table = kernel_table
+        self._kernels: dict[int, tuple[TokenShapes, SlotScanner | None]] = {}
+
+    @cached_property
+    def table(self) -> np.ndarray:
+        """The transitions as a (states, 256) array (the reference's; the kernel shares the
+        scanner's own)."""
+        return np.asarray(self._transitions, dtype=np.int64).reshape(len(self.accepting), 256)
 
     def scan(
         self, shapes: TokenShapes, ids: np.ndarray, scan_state: int, may_cut_back: bool
@@ -103,6 +117,25 @@ class SlotScan:
         """Each token of `ids` scanned from `scan_state` (the pending lexeme's state);
         `may_cut_back`: the pending lexeme has bytes after an earlier accept, so a byte that
         ends it may cut it back there (every token is then marked)."""
+        held = self._kernels.get(id(shapes))
+        if held is None or held[0] is not shapes:
+            held = self._kernels[id(shapes)] = (
+                shapes,
+                slot_scanner(self._kernel_table, self, shapes, WIDTH),
+            )
+        kernel = held[1]
+        if kernel is None:
+            return self.reference_scan(shapes, ids, scan_state, may_cut_back)
+        ids64 = np.ascontiguousarray(ids, dtype=np.int64).tobytes()
+        *flags, states, starts = kernel.scan(ids64, scan_state, may_cut_back)
+        marked, simple, closes = (np.frombuffer(f, dtype=bool) for f in flags)
+        final_state, final_start = (np.frombuffer(x, dtype=np.int64) for x in (states, starts))
+        return Scan(marked, simple, closes, final_state, final_start)
+
+    def reference_scan(
+        self, shapes: TokenShapes, ids: np.ndarray, scan_state: int, may_cut_back: bool
+    ) -> Scan:
+        """`scan` in numpy: the specification of the Rust ``SlotScanner.scan``."""
         count = len(ids)
         lengths = shapes.lengths[ids]
         data = shapes.bytes[ids]
