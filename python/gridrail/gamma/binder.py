@@ -203,6 +203,8 @@ class Binder:
         self._candidates: BoundedLRU[Slot] = BoundedLRU(4096, 1 << 30)
         self._catalog: Catalog | None = None
         self._after: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
+        self._shifts: BoundedLRU[tuple] = BoundedLRU(1 << 15, 1 << 30)
+        self._judges: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
         self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
         self._paths: dict[tuple[int, int, int], tuple[tuple[bytes, ...], bool]] = {}
         self.initial = GammaState(oracle.initial.stack, None, None, b"", False)
@@ -323,7 +325,15 @@ class Binder:
     def _shift(
         self, state: GammaState, terminal: int, lexeme: bytes
     ) -> tuple[StackNode, Cell | None, Block | None, bool, bytes] | None:
-        """Reduce, check the lexeme at its slot, shift; None if Γ refuses it."""
+        """Reduce, check the lexeme at its slot, shift; None if Γ refuses it. Γ is a function
+        of the lexemes read, which its digest chains: a shift from one state is computed once
+        (the tokens of a mask that share their first lexemes, the candidates of a question)."""
+        key = (state.node, state.digest, terminal, lexeme)
+        return self._shifts.memo(key, lambda: (self._shift_now(state, terminal, lexeme),))[0]
+
+    def _shift_now(
+        self, state: GammaState, terminal: int, lexeme: bytes
+    ) -> tuple[StackNode, Cell | None, Block | None, bool, bytes] | None:
         try:
             found = self._reduce_for(state, terminal)
         except _Refused:
@@ -735,7 +745,14 @@ class Binder:
         """`pending_verdict` at `scan_state` and `state`'s boundary, for many pending lexemes:
         None when Γ allows every one of them (a terminal it does not judge is live), else a
         function from the pending lexemes to their verdicts — what the live terminals' slots
-        allow is found once, so a lexeme costs a few set lookups."""
+        allow is found once per state (its digest names it, as in `_shift`), so a lexeme
+        costs a few set lookups."""
+        key = (state.node, state.digest, state.open_root, scan_state)
+        return self._judges.memo(key, lambda: (self._new_judge(state, scan_state),))[0]
+
+    def _new_judge(
+        self, state: GammaState, scan_state: int
+    ) -> Callable[[Sequence[bytes]], list[bool]] | None:
         if state.open_root:
             return None
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
