@@ -75,7 +75,7 @@ mod bindings {
         }
     }
 
-    fn value_error(err: scan::ScanError) -> PyErr {
+    fn value_error(err: impl std::fmt::Display) -> PyErr {
         PyValueError::new_err(err.to_string())
     }
 
@@ -499,10 +499,6 @@ mod bindings {
         Ok((ne_bytes(py, &ids, u32::to_ne_bytes), false))
     }
 
-    fn slot_scan_error(err: slot_scan::SlotScanError) -> PyErr {
-        PyValueError::new_err(err.to_string())
-    }
-
     /// `SlotScanner(table, layout, slot_accept, slot_live, start, width, token_bytes,
     /// lengths)`: `SlotScan` with `TokenShapes` (python/gridrail/gamma/tokens.py) over the
     /// scanner `table` — per-state flags as `bytes` of 0/1, per token its first `width` bytes
@@ -542,7 +538,7 @@ mod bindings {
                 lengths,
             )
             .map(Self)
-            .map_err(slot_scan_error)
+            .map_err(value_error)
         }
 
         /// `scan(ids, scan_state, may_cut_back) -> (marked, simple, closes, final_state,
@@ -572,7 +568,7 @@ mod bindings {
                 .collect();
             let out = py
                 .allow_threads(|| self.0.scan(&ids, scan_state, may_cut_back))
-                .map_err(slot_scan_error)?;
+                .map_err(value_error)?;
             let flags = |v: &[bool]| ne_bytes(py, v, |b| [u8::from(b)]);
             Ok((
                 flags(&out.marked),

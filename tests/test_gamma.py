@@ -286,6 +286,22 @@ def test_the_token_scan_kernel_equals_its_reference(data: st.DataObject, tokeniz
         assert np.array_equal(got, want), name
 
 
+def test_the_token_scan_kernel_refuses_what_is_not_a_token_or_a_state() -> None:
+    guide = _guide("analyst")
+    binder, shapes = guide.binder, guide._shapes
+    assert binder is not None and shapes is not None
+    kernel = slot_scanner(guide.compiled.scanner.kernel_table, binder.slot_scan, shapes, 32)
+    if kernel is None:
+        pytest.skip("the Rust kernels are not built or GRIDRAIL_KERNELS=0")
+    size, states = guide.vocab.size, len(binder.slot_scan.accepting)
+    with pytest.raises(ValueError, match=f"token {size} out of range"):
+        kernel.scan(np.array([size], dtype=np.int64).tobytes(), 0, False)
+    with pytest.raises(ValueError, match=f"state {states} out of range"):
+        kernel.scan(np.array([0], dtype=np.int64).tobytes(), states, False)
+    with pytest.raises(ValueError, match="int64"):
+        kernel.scan(b"123", 0, False)
+
+
 def test_the_reserve_discharges_the_select_lists_names() -> None:
     """The budget's completion of a select list that names columns of two tables joins them
     (and gives the qualifier it used a binding)."""
