@@ -175,8 +175,9 @@ def ask(
     within `timeout_s` / `max_rows` and the chosen one's rows are the answer's `result`;
     `candidates` > 1 needs that; each of them then runs within `ranking_timeout_s` (at most
     `timeout_s`), and those it stopped run again within `timeout_s` only if no candidate ran.
-    With `signing_key`, each generation's audit log is sealed with its signature. `judge` (e.g. `PostgresJudge(...).judge`) judges each
-    statement the checker passed; `database_judge` builds the one a database offers.
+    With `signing_key`, each generation's audit log is sealed with its signature. `judge`
+    (e.g. `PostgresJudge(...).judge`) judges each statement the checker passed;
+    `database_judge` builds the one a database offers.
     `sampler` chooses the first candidate's tokens (default greedy); candidate k > 1 samples at
     `candidate_temperature` with seed k - 1, from the nucleus of mass `candidate_top_p`.
     `loop_guard` keeps every generation's choices from repeating a block of tokens (None: the
