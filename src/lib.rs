@@ -241,16 +241,26 @@ mod bindings {
         Ok((PyBytes::new(py, &flags).unbind(), kept))
     }
 
-    fn ne_u64s(bytes: &[u8], what: &str) -> PyResult<Vec<u64>> {
-        if !bytes.len().is_multiple_of(8) {
+    /// `bytes` as native-endian values of `N` bytes each (`kind` names them in the error).
+    fn ne_values<T, const N: usize>(
+        bytes: &[u8],
+        what: &str,
+        kind: &str,
+        from: fn([u8; N]) -> T,
+    ) -> PyResult<Vec<T>> {
+        if !bytes.len().is_multiple_of(N) {
             return Err(PyValueError::new_err(format!(
-                "{what} is not uint64 entries"
+                "{what} is not {kind} entries"
             )));
         }
         Ok(bytes
-            .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .chunks_exact(N)
+            .map(|c| from(c.try_into().expect("chunks of N bytes")))
             .collect())
+    }
+
+    fn ne_u64s(bytes: &[u8], what: &str) -> PyResult<Vec<u64>> {
+        ne_values(bytes, what, "uint64", u64::from_ne_bytes)
     }
 
     fn i32s(bytes: &[u8], what: &str) -> PyResult<Vec<i32>> {
@@ -520,13 +530,7 @@ mod bindings {
             token_bytes: &[u8],
             lengths: &[u8],
         ) -> PyResult<Self> {
-            if !lengths.len().is_multiple_of(4) {
-                return Err(PyValueError::new_err("lengths is not uint32 entries"));
-            }
-            let lengths = lengths
-                .chunks_exact(4)
-                .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
+            let lengths = ne_values(lengths, "lengths", "uint32", u32::from_ne_bytes)?;
             slot_scan::SlotScanner::new(
                 &table.0,
                 layout,
@@ -559,13 +563,7 @@ mod bindings {
             Py<PyBytes>,
             Py<PyBytes>,
         )> {
-            if !ids.len().is_multiple_of(8) {
-                return Err(PyValueError::new_err("ids is not int64 entries"));
-            }
-            let ids: Vec<i64> = ids
-                .chunks_exact(8)
-                .map(|c| i64::from_ne_bytes(c.try_into().expect("8 bytes")))
-                .collect();
+            let ids = ne_values(ids, "ids", "int64", i64::from_ne_bytes)?;
             let out = py
                 .allow_threads(|| self.0.scan(&ids, scan_state, may_cut_back))
                 .map_err(value_error)?;

@@ -111,15 +111,8 @@ impl ScanTable {
                 num_states,
             });
         }
-        let accepting = accepting
-            .iter()
-            .enumerate()
-            .map(|(state, &value)| match value {
-                0 => Ok(false),
-                1 => Ok(true),
-                _ => Err(ScanError::BadAcceptingFlag { state, value }),
-            })
-            .collect::<Result<Vec<bool>, _>>()?;
+        let accepting = zero_one_flags(accepting)
+            .map_err(|(state, value)| ScanError::BadAcceptingFlag { state, value })?;
         // Targets are i32, so states beyond i32::MAX could never be reached or returned.
         let limit = i64::try_from(num_states).unwrap_or(i64::MAX);
         if let Some((index, &value)) = transitions
@@ -223,6 +216,18 @@ impl ScanTable {
 
 /// Native-endian int32 bytes (Python's `array('i').tobytes()`) as integers; None when the
 /// length is not a whole number of them.
+/// Flags given as bytes of 0 or 1, or the first other byte as (index, value).
+pub fn zero_one_flags(raw: &[u8]) -> Result<Vec<bool>, (usize, u8)> {
+    raw.iter()
+        .enumerate()
+        .map(|(index, &value)| match value {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err((index, value)),
+        })
+        .collect()
+}
+
 pub fn ne_i32s(bytes: &[u8]) -> Option<Vec<i32>> {
     const WIDTH: usize = std::mem::size_of::<i32>();
     bytes.len().is_multiple_of(WIDTH).then(|| {

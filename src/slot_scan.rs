@@ -11,7 +11,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::scan::{ScanTable, ALPHABET, DEAD};
+use crate::scan::{zero_one_flags, ScanTable, ALPHABET, DEAD};
 
 /// Why a scanner or a scan was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,16 +102,10 @@ fn flags(what: &'static str, raw: &[u8], num_states: usize) -> Result<Vec<bool>,
         len: raw.len(),
         num_states,
     };
-    if raw.len() != num_states {
-        return Err(bad);
+    match zero_one_flags(raw) {
+        Ok(flags) if flags.len() == num_states => Ok(flags),
+        _ => Err(bad),
     }
-    raw.iter()
-        .map(|&v| match v {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(bad.clone()),
-        })
-        .collect()
 }
 
 fn state_index(state: i64, num_states: usize) -> Result<usize, SlotScanError> {

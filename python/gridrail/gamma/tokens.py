@@ -103,7 +103,8 @@ class SlotScan:
         self.slot_live = np.array([bool(x & slot_terminals) for x in live], dtype=bool)
         self.start = start
         self._kernel_table = kernel_table
-        self._kernels: dict[int, tuple[TokenShapes, SlotScanner | None]] = {}
+        # the kernel of the last shapes scanned (a guide has one vocabulary, so one shapes)
+        self._kernel: tuple[TokenShapes, SlotScanner | None] | None = None
 
     @cached_property
     def table(self) -> np.ndarray:
@@ -117,13 +118,9 @@ class SlotScan:
         """Each token of `ids` scanned from `scan_state` (the pending lexeme's state);
         `may_cut_back`: the pending lexeme has bytes after an earlier accept, so a byte that
         ends it may cut it back there (every token is then marked)."""
-        held = self._kernels.get(id(shapes))
-        if held is None or held[0] is not shapes:
-            held = self._kernels[id(shapes)] = (
-                shapes,
-                slot_scanner(self._kernel_table, self, shapes, WIDTH),
-            )
-        kernel = held[1]
+        if self._kernel is None or self._kernel[0] is not shapes:
+            self._kernel = (shapes, slot_scanner(self._kernel_table, self, shapes, WIDTH))
+        kernel = self._kernel[1]
         if kernel is None:
             return self.reference_scan(shapes, ids, scan_state, may_cut_back)
         ids64 = np.ascontiguousarray(ids, dtype=np.int64).tobytes()
