@@ -428,6 +428,30 @@ def test_the_reserve_finishes_where_the_grammar_alone_would_not(prefix: bytes) -
     assert _prepares(sql) is None, sql
 
 
+@pytest.mark.parametrize(
+    ("derived", "qualifies"),
+    [("SELECT name FROM employees", True), ("SELECT name AS nm FROM employees", False)],
+)
+def test_a_qualifier_is_allowed_only_before_a_column_it_can_spell(
+    derived: str, qualifies: bool
+) -> None:
+    """Spider, K = 8: `FROM (SELECT id INT, … EXP(1) AS Exp_Sales_billion …) AS C WHERE C.`
+    left an empty mask (the model's call crashed): C's columns are select-list aliases, which
+    no COLUMN_NAME lexeme spells. Such a qualifier is refused; one whose columns are
+    schema names stays."""
+    guide = _guide()
+    matcher = guide.matcher()
+    prefix = f"SELECT 1 FROM ({derived}) AS c WHERE c".encode()
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+    dots = [
+        t for t in matcher.allowed().ids() if (guide.vocab.token_bytes(t) or b"").startswith(b".")
+    ]
+    assert bool(dots) is qualifies
+    if qualifies:  # and then a column follows
+        assert matcher.accept_tokens(guide.trie.tokenize(b"."))
+        assert matcher.allowed().ids()
+
+
 def test_an_unrenamed_second_item_takes_no_keyword_shaped_alias() -> None:
     """Spider, under Γ: after `JOIN Orders` (a second item of one table), ON is refused until
     the item is renamed, and the model's `ON` became the alias `ON1`, then `ON2`, ... until the

@@ -8,6 +8,8 @@ Skipped where llama-cpp-python is missing (`pip install 'gridrail[llama-cpp]'`);
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -160,3 +162,14 @@ def test_without_llama_cpp_the_error_says_how_to_install(
     monkeypatch.setattr("gridrail.models._llama_cpp_imports", lambda: False)
     with pytest.raises(ModelLoadError, match=r"pip install 'gridrail\[llama-cpp\]'"):
         load_model(runtime="llama-cpp")
+
+
+def test_loading_and_exiting_leave_nothing_unclosed(llama: LanguageModel) -> None:
+    # llama-cpp-python's /dev/null files (opened at its import) were reported at every exit of
+    # `gridrail ask`: "ResourceWarning: unclosed file <... name='/dev/null' ...>"
+    code = "from gridrail.models import load_model; load_model(runtime='llama-cpp')"
+    done = subprocess.run(
+        [sys.executable, "-W", "default::ResourceWarning", "-c", code],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert "ResourceWarning" not in done.stderr and "Exception ignored" not in done.stderr

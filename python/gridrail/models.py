@@ -15,6 +15,7 @@ by `Vocabulary.from_gguf`, equals transformers' reading of it) and the same prom
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,6 +171,7 @@ def _load_llama_cpp(ref: str | None, name: str) -> LanguageModel:
         raise ModelLoadError(f"{path} has no chat template (tokenizer.chat_template metadata)")
     trained = metadata.get(f"{metadata.get('general.architecture')}.context_length")
     n_ctx = min(trained, MAX_CONTEXT) if isinstance(trained, int) and trained > 0 else MAX_CONTEXT
+    _close_quiet_files_at_exit()
     try:
         llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, verbose=False)
     except ValueError as exc:  # llama-cpp-python: "Failed to load model from file: ..."
@@ -184,6 +186,22 @@ def _load_llama_cpp(ref: str | None, name: str) -> LanguageModel:
 
     chat = Jinja2ChatFormatter(template, spelled(llm.token_eos()), spelled(llm.token_bos()))
     return LlamaCppModel(str(name), llm, chat, vocab)
+
+
+@functools.cache
+def _close_quiet_files_at_exit() -> None:
+    """llama-cpp-python silences the model's loading through two /dev/null files it opens at
+    import and never closes: at exit Python may report them ("ResourceWarning: unclosed file"
+    on every `gridrail ask`). Registered before any model's close, so it runs after them."""
+    from llama_cpp import _utils
+
+    def close() -> None:
+        for name in ("outnull_file", "errnull_file"):
+            quiet = getattr(_utils, name, None)
+            if quiet is not None:
+                quiet.close()
+
+    atexit.register(close)
 
 
 def _load_transformers(ref: str | None, name: str) -> LanguageModel:

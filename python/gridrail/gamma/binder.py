@@ -421,13 +421,21 @@ class Binder:
                 return self._table_slot(inner, block)  # type: ignore[arg-type]
             if slot == "alias":
                 return self._alias_slot(inner, table)  # type: ignore[arg-type]
-            if slot == "qualifier":
-                return Slot({q: q for q in qualifiers(block)})
+            if slot == "qualifier":  # one whose columns the grammar can spell after it
+                return Slot({q: q for q in qualifiers(block) if self._spelled_after(block, q)})
             if slot == "column":
                 return Slot(bare_columns(block))
             return Slot(qualified_columns(block, qualifier))  # type: ignore[arg-type]
 
         return self._candidates.memo((block, slot, qualifier, table), build)
+
+    def _spelled_after(self, block: Block | None, qualifier: str) -> bool:
+        """Can some column `qualifier` reaches be written as a COLUMN_NAME? A derived table's
+        or CTE's column named by an alias is not a lexicon word: a qualifier that reaches only
+        such columns would be a dead end (`FROM (SELECT id AS n FROM t) AS c WHERE c.`)."""
+        column = self._index.get(COLUMN_NAME)
+        names = qualified_columns(block, qualifier)
+        return column is None or next(self._lexemes(names, column), None) is not None
 
     def catalog(self) -> Catalog:
         """The tables a FROM clause may add, for the obligations' search (built once)."""
