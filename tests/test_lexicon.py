@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -136,6 +137,24 @@ def test_analyst_sees_only_its_tables_columns_and_functions() -> None:
     # functions outside the role's list are not function names any more
     assert not oracle.accepts(b"select length(name) from employees;")
     assert not oracle.accepts(b"delete from orders;")
+
+
+def test_only_the_functions_the_database_has_are_spellable() -> None:
+    """A SQLite file's schema carries its library's functions (`pragma function_list`): the
+    language offers no call SQLite would refuse ("no such function: CONCAT", 15 of 584 Spider
+    candidates under SQLite 3.40); a role's list narrows them further."""
+    read = Schema.from_sqlite(EXAMPLES / "hr.sqlite")
+    assert read.functions is not None and {"count", "upper", "lower"} <= read.functions
+    lacking = replace(read, functions=read.functions - {"upper"})
+    assert lacking.fingerprint != read.fingerprint
+    assert not _oracle(lacking).accepts(b"select upper(name) from employees;")
+    assert _oracle(lacking).accepts(b"select lower(name) from employees;")
+    assert _oracle(replace(read, functions=None)).accepts(b"select upper(name) from employees;")
+    # the analyst may call count and max only: of those, what the database has
+    assert not _oracle(replace(read, functions=read.functions - {"max"}), "analyst").accepts(
+        b"select max(total) from orders;"
+    )
+    assert _oracle(read, "analyst").accepts(b"select max(total) from orders;")
 
 
 def test_postgres_case_rules() -> None:

@@ -92,7 +92,9 @@ def _targets(view: SchemaView, catalogue: ConstructCatalogue, functions: frozens
             hidden = [n for k, n in every.items() if k not in visible_columns]
             words[category.terminal] = (list(visible_columns.values()), hidden)
         else:
-            allowed = sorted(f for f in functions if view.may_call(f))
+            # what the role may call of what the database's engine has: 3.40 has no concat
+            offered = functions if schema.functions is None else functions & schema.functions
+            allowed = sorted(f for f in offered if view.may_call(f))
             words[category.terminal] = (allowed, sorted(functions - set(allowed)))
     return words
 

@@ -56,7 +56,7 @@ def build_lexicons(
     the terminal keeps its L1 regex."""
     out = []
     for category in catalogue.lexicons:
-        words = _words(category, view, frozenset(catalogue.function_keywords))
+        words = _words(category, view, catalogue.functions, frozenset(catalogue.function_keywords))
         if words is None:
             continue
         out.append(_lexicon(grammar, category, words, view.schema.rules))
@@ -86,7 +86,10 @@ def _with_names(terminal: TerminalDef, names: NameSet) -> TerminalDef:
 
 
 def _words(
-    category: LexiconCategory, view: SchemaView, keywords: frozenset[str] = frozenset()
+    category: LexiconCategory,
+    view: SchemaView,
+    spelled: frozenset[str],
+    keywords: frozenset[str] = frozenset(),
 ) -> tuple[str, ...] | None:
     rules = view.schema.rules
     if category.words == "tables":
@@ -99,11 +102,15 @@ def _words(
             seen.setdefault(rules.catalog_key(name), name)
         return tuple(seen.values())
     assert category.words == "functions"
-    if view.role is None or view.role.functions is None:
+    listed = view.role.functions if view.role is not None else None
+    offered = view.schema.functions  # what the database's engine has
+    if listed is None and offered is None:
         return None
-    # the functions the grammar spells as keywords (CURRENT_DATE) are no FUNCTION_NAME: the
-    # role language keeps or drops their productions (`projection.project`)
-    return tuple(sorted(view.role.functions - keywords))
+    # of what the grammar spells (`spelled`) or the role lists, those the engine has; the
+    # functions the grammar spells as keywords (CURRENT_DATE) are no FUNCTION_NAME: the role
+    # language keeps or drops their productions (`projection.project`)
+    words = (spelled if listed is None else listed) & (spelled if offered is None else offered)
+    return tuple(sorted(words - keywords))
 
 
 def _lexicon(
