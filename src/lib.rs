@@ -4,6 +4,7 @@
 
 pub mod dfa;
 pub mod interner;
+pub mod lalr;
 pub mod names;
 pub mod residue;
 pub mod scan;
@@ -15,11 +16,11 @@ pub mod walk;
 mod bindings {
     use pyo3::exceptions::{PyOverflowError, PyValueError};
     use pyo3::prelude::*;
-    use pyo3::types::{PyBytes, PyString};
+    use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
     use std::collections::HashMap;
 
-    use crate::{dfa, names, residue, scan, slot_scan, union, walk};
+    use crate::{dfa, lalr, names, residue, scan, slot_scan, union, walk};
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -220,6 +221,77 @@ mod bindings {
     }
 
     type UnionParts = (Py<PyBytes>, Vec<Vec<u32>>, Vec<Vec<u32>>);
+
+    /// `lalr_tables(terminals, nonterminals, lhs, rhs, start) -> (kernels, goto, action) |
+    /// None`: `gridrail.grammar.lalr.build_lalr`'s tables over the coded augmented grammar
+    /// (`lalr::Grammar`) as `LalrTables` holds them — per state a tuple of (production, dot)
+    /// kernel items, a dict nonterminal → target and a dict terminal → action, both in
+    /// increasing key order; None when it is not LALR(1). The GIL is released while it builds.
+    #[pyfunction]
+    fn lalr_tables<'py>(
+        py: Python<'py>,
+        terminals: usize,
+        nonterminals: usize,
+        lhs: Vec<u32>,
+        rhs: Vec<Vec<u32>>,
+        start: u32,
+    ) -> PyResult<Option<LalrParts<'py>>> {
+        let grammar = lalr::Grammar {
+            terminals,
+            nonterminals,
+            lhs: &lhs,
+            rhs: &rhs,
+            start,
+        };
+        grammar.check().map_err(value_error)?;
+        let Some(t) = py.allow_threads(|| lalr::build(&grammar)) else {
+            return Ok(None);
+        };
+        let kernels = t
+            .kernels
+            .iter()
+            .map(|k| PyTuple::new(py, k))
+            .collect::<PyResult<Vec<_>>>()?;
+        let goto = t
+            .transitions
+            .iter()
+            .map(|row| {
+                let nonterminal = row.iter().filter(|&&(s, _)| s as usize >= terminals);
+                dict_of(
+                    py,
+                    nonterminal.map(|&(s, target)| (s - terminals as u32, target as i64)),
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let action = t
+            .actions
+            .iter()
+            .map(|row| dict_of(py, row.iter().copied()))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Some((
+            PyTuple::new(py, kernels)?,
+            PyTuple::new(py, goto)?,
+            PyTuple::new(py, action)?,
+        )))
+    }
+
+    /// A dict of `pairs`, in their order.
+    fn dict_of<'py>(
+        py: Python<'py>,
+        pairs: impl Iterator<Item = (u32, i64)>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (key, value) in pairs {
+            dict.set_item(key, value)?;
+        }
+        Ok(dict)
+    }
+
+    type LalrParts<'py> = (
+        Bound<'py, PyTuple>,
+        Bound<'py, PyTuple>,
+        Bound<'py, PyTuple>,
+    );
 
     /// `spell_forms(words, open, close, doubles, dfa, shadows) -> (bytes, list[str])`:
     /// `lexicon._spelled` — per word 1 if its form in the quote style is kept, else 0, and the
@@ -591,6 +663,7 @@ mod bindings {
         m.add_function(wrap_pyfunction!(names_outside, m)?)?;
         m.add_function(wrap_pyfunction!(literal_alternation, m)?)?;
         m.add_function(wrap_pyfunction!(union_scanner, m)?)?;
+        m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;
         m.add_function(wrap_pyfunction!(spell_forms, m)?)?;
         Ok(())
     }

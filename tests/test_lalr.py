@@ -38,6 +38,7 @@ from grammar_builders import (
     random_sentence,
     tiny_grammar,
 )
+from gridrail import kernels
 from gridrail.errors import GrammarConflict, GrammarError
 from gridrail.grammar.lalr import (
     ACCEPT,
@@ -46,7 +47,13 @@ from gridrail.grammar.lalr import (
     LalrTables,
     build_lalr,
 )
+from gridrail.grammar.model import Grammar
 from gridrail.grammar.reduce import reduce_grammar
+from gridrail.policy.bundle import Policy
+from gridrail.policy.language import role_language
+from gridrail.policy.schema import Schema
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 LALR_NOT_SLR = tiny_grammar(
     """
@@ -492,3 +499,60 @@ def test_reduce_grammar_keeps_the_language(grammar, rng, tokens: list[str]) -> N
     assert earley_accepts(grammar, sentence)
     assert earley_accepts(reduced, sentence)
     assert earley_accepts(reduced, tokens) == earley_accepts(grammar, tokens)
+
+
+# --- the Rust kernel against the Python path (the specification) ----------------------------
+
+
+def _tables_and_error(grammar, enabled: bool):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernels, "KERNELS_ENABLED", enabled)
+        try:
+            return build_lalr(grammar), None
+        except GrammarError as exc:  # GrammarConflict included: the Python path names it
+            return None, str(exc)
+
+
+def _same_tables(a: LalrTables, b: LalrTables) -> bool:
+    """Equal, and every row's keys in the same order (the parser iterates them)."""
+    if a != b:
+        return False
+    rows = [*zip(a.action, b.action, strict=True), *zip(a.goto, b.goto, strict=True)]
+    return all(list(x.items()) == list(y.items()) for x, y in rows)
+
+
+@pytest.mark.skipif(not kernels.KERNELS_ENABLED, reason="the Rust kernels are not built")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grammar=random_grammars(max_nonterminals=5))
+def test_the_kernel_builds_the_tables_of_the_python_path(grammar) -> None:
+    fast, fast_error = _tables_and_error(grammar, True)
+    spec, spec_error = _tables_and_error(grammar, False)
+    assert fast_error == spec_error
+    event("conflict or error" if spec is None else "LALR(1)")
+    assert (fast is None) == (spec is None)
+    if fast is not None and spec is not None:
+        assert _same_tables(fast, spec)
+
+
+@pytest.mark.skipif(not kernels.KERNELS_ENABLED, reason="the Rust kernels are not built")
+def test_the_kernel_builds_the_tables_of_every_role_language() -> None:
+    policy = Policy.from_file(EXAMPLES / "hr_policy.toml")
+    schema = Schema.from_sqlite(EXAMPLES / "hr.sqlite")
+    bundled = Grammar.bundled("sqlite")
+    languages = [bundled, dialects_grammar(SQL_SUBSET, 3)] + [
+        role_language(bundled, policy, role, schema)[0] for role in policy.roles
+    ]
+    for grammar in languages:
+        fast, _ = _tables_and_error(grammar, True)
+        spec, _ = _tables_and_error(grammar, False)
+        assert fast is not None and spec is not None and _same_tables(fast, spec), grammar.name
+
+
+@pytest.mark.skipif(not kernels.KERNELS_ENABLED, reason="the Rust kernels are not built")
+def test_the_kernel_refuses_a_grammar_coded_out_of_range() -> None:
+    from gridrail import _kernels
+
+    with pytest.raises(ValueError, match="out of range"):
+        _kernels.lalr_tables(2, 2, [0, 1], [[7], [2]], 2)
+    with pytest.raises(ValueError, match=r"\$START -> start"):
+        _kernels.lalr_tables(2, 2, [1, 0], [[2], [0]], 2)

@@ -56,6 +56,20 @@ def union_scanner(
     """`gridrail.grammar.scanner._union_scanner`: int32 transitions, per state the terminals
     accepted and live; None past the bounds."""
 
+def lalr_tables(
+    terminals: int, nonterminals: int, lhs: Sequence[int], rhs: Sequence[Sequence[int]], start: int
+) -> (
+    tuple[
+        tuple[tuple[tuple[int, int], ...], ...],
+        tuple[dict[int, int], ...],
+        tuple[dict[int, int], ...],
+    ]
+    | None
+):
+    """`gridrail.grammar.lalr.build_lalr` over the coded augmented grammar: per state its
+    kernel (production, dot) items, goto row and action row; None when it is not LALR(1).
+    ValueError for a grammar coded out of range."""
+
 def spell_forms(
     words: Sequence[str],
     open: str,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gridrail._kernels import ScanTable, SlotScanner
     from gridrail.gamma.tokens import SlotScan, TokenShapes
     from gridrail.grammar.dfa import ByteDFA
+    from gridrail.grammar.lalr import _CodedGrammar
     from gridrail.grammar.names import NameSet
     from gridrail.grammar.scanner import ScannerAutomaton
     from gridrail.mask.walk import WalkResult
@@ -39,6 +40,11 @@ NameRows = tuple[bytes, array, array, array]
 # its table (array "i", 256 per state) and per state the terminals accepted and live; no state
 # when nothing can match.
 UnionRows = tuple[array, list[frozenset[int]], list[frozenset[int]]]
+# LALR(1) tables (`gridrail.grammar.lalr.LalrTables`): per state its kernel (production, dot)
+# items, its goto row (nonterminal → state) and its action row (terminal → action)
+LalrRows = tuple[
+    tuple[tuple[tuple[int, int], ...], ...], tuple[dict[int, int], ...], tuple[dict[int, int], ...]
+]
 
 
 def _load_kernels() -> ModuleType | None:
@@ -236,6 +242,16 @@ def union_scanner(
     transitions = array("i")
     transitions.frombytes(table)
     return transitions, [frozenset(s) for s in accepts], [frozenset(s) for s in live]
+
+
+def lalr_tables(coded: _CodedGrammar) -> LalrRows | None:
+    """Rust ``lalr_tables``: `gridrail.grammar.lalr.build_lalr`'s kernels, goto and action rows
+    over `coded` (as `LalrTables` holds them); None when the grammar is not LALR(1). Only with
+    KERNELS_ENABLED."""
+    assert _kernels is not None
+    return _kernels.lalr_tables(
+        coded.n_terminals, len(coded.nonterminal_names), coded.lhs, coded.rhs, coded.start_code
+    )
 
 
 def spell_forms(

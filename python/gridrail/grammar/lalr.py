@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gridrail import kernels
 from gridrail.errors import GrammarConflict, GrammarError
 from gridrail.grammar.model import Grammar, Production
 from gridrail.grammar.reduce import empty_language, productive_nonterminals
@@ -80,17 +81,27 @@ def build_lalr(grammar: Grammar) -> LalrTables:
     if grammar.start not in productive_nonterminals(grammar):
         raise empty_language(grammar)
     coded = _CodedGrammar(grammar)
-    automaton = _Lr0Automaton(coded)
-    lookaheads = _lalr_lookaheads(coded, automaton)
-    action = _action_table(coded, automaton, lookaheads)
-    goto = tuple(
-        {
-            symbol - coded.n_terminals: target
-            for symbol, target in row.items()
-            if coded.is_nonterminal(symbol)
-        }
-        for row in automaton.transitions
-    )
+    # the Rust kernel builds the same tables (a parity test binds them); a grammar that is not
+    # LALR(1) takes the path below, which names the conflict
+    built = kernels.lalr_tables(coded) if kernels.KERNELS_ENABLED else None
+    if built is not None:
+        kernel_items, goto, action = built
+    else:
+        automaton = _Lr0Automaton(coded)
+        lookaheads = _lalr_lookaheads(coded, automaton)
+        action = _action_table(coded, automaton, lookaheads)
+        goto = tuple(
+            {
+                symbol - coded.n_terminals: target
+                for symbol, target in row.items()
+                if coded.is_nonterminal(symbol)
+            }
+            for row in automaton.transitions
+        )
+        kernel_items = tuple(
+            tuple((coded.item_production[item], coded.item_dot[item]) for item in kernel)
+            for kernel in automaton.kernels
+        )
     return LalrTables(
         terminal_names=coded.terminal_names,
         nonterminal_names=coded.nonterminal_names,
@@ -98,10 +109,7 @@ def build_lalr(grammar: Grammar) -> LalrTables:
         production_rhs=coded.rhs_names,
         action=action,
         goto=goto,
-        kernels=tuple(
-            tuple((coded.item_production[item], coded.item_dot[item]) for item in kernel)
-            for kernel in automaton.kernels
-        ),
+        kernels=kernel_items,
     )
 
 
