@@ -48,7 +48,7 @@ def main() -> None:
     for path in args.runs:
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            if row.get("kind") != "question":
+            if row.get("kind") != "question" or "arms" not in row:  # stubs of resumed runs
                 continue
             arm = row["arms"].get("constrained+candidates")
             if arm and "candidate_features" in arm:

@@ -80,7 +80,7 @@ class TokenSet:
         return np.flatnonzero(np.unpackbits(words, bitorder="little")).tolist()
 
     def count(self) -> int:
-        return int(np.unpackbits(np.frombuffer(bytes(self.bits), dtype=np.uint8)).sum())
+        return int.from_bytes(self.bits, "little").bit_count()  # 3x unpackbits + sum
 
     def words(self) -> np.ndarray:
         return np.frombuffer(bytes(self.bits), dtype="<i4")
