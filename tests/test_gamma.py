@@ -453,6 +453,37 @@ def test_a_qualifier_is_allowed_only_before_a_column_it_can_spell(
         assert matcher.allowed().ids()
 
 
+def test_a_query_block_holds_at_most_eight_from_items() -> None:
+    """A FROM list is otherwise an open channel (a K = 8 candidate of the demo wrote 25
+    comma-joined items); Spider's gold blocks hold at most 7. After the 8th item no `,`, JOIN or
+    `(` opens another, the mask stays the specification's, and the statement can still end."""
+    guide = _guide()
+    items = [f"employees AS e{i}" for i in range(8)]
+    for count, more in ((7, True), (8, False)):
+        matcher = guide.matcher()
+        assert matcher.accept_tokens(
+            guide.trie.tokenize(f"SELECT 1 FROM {', '.join(items[:count])}".encode())
+        )
+        mask = matcher.allowed()
+        for follower in (b",", b" JOIN", b" CROSS JOIN", b" LEFT JOIN"):
+            ids = guide.trie.tokenize(follower)
+            assert (matcher.validate_tokens(ids) == ids) is more, (count, follower)
+        binder = guide.binder
+        assert binder is not None
+        gamma = matcher._gamma[-1]  # type: ignore[index]
+        assert (
+            spec_mask_gamma(guide.oracle, binder, guide.vocab, matcher.configuration, gamma) == mask
+        )
+        assert matcher.accept_tokens(guide.trie.tokenize(b" WHERE e0.id = 1;"))
+    # nor through a subquery item, and the reserve ends a full clause
+    matcher = guide.matcher()
+    assert not matcher.accept_tokens(
+        guide.trie.tokenize(f"SELECT 1 FROM {', '.join(items)}, (SELECT 1".encode())
+    )
+    sql = _finish_within(guide, f"SELECT 1 FROM {', '.join(items)}".encode(), 120)
+    assert _prepares(sql) is None, sql
+
+
 def test_an_unrenamed_second_item_takes_no_keyword_shaped_alias() -> None:
     """Spider, under Γ: after `JOIN Orders` (a second item of one table), ON is refused until
     the item is renamed, and the model's `ON` became the alias `ON1`, then `ON2`, ... until the

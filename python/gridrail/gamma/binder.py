@@ -51,7 +51,7 @@ from gridrail.gamma.environment import (
     qualified_columns,
     qualifiers,
 )
-from gridrail.gamma.obligations import Catalog, discharged, plan
+from gridrail.gamma.obligations import MAX_FROM_ITEMS, Catalog, discharged, plan
 from gridrail.gamma.tokens import SlotScan
 from gridrail.grammar.lalr import ACCEPT
 from gridrail.lru import BoundedLRU
@@ -256,14 +256,26 @@ class Binder:
         return not state.open_root and inner is not None and inner.phase is Phase.COLUMNS
 
     def closing(self, state: GammaState) -> bool:
-        """Is `state` inside a FROM clause that still owes its select list names (where any
-        token — `;`, `)`, WHERE, `(` — may be refused, not only names)?"""
+        """Is `state` inside a FROM clause that still owes its select list names, or that
+        holds as many items as a block may (where any token — `;`, `)`, WHERE, `(` — may be
+        refused, not only names)?"""
         inner = innermost(state.block)
-        if state.open_root or inner is None or not inner.obligations:
+        if state.open_root or inner is None:
             return False
-        return inner.phase in (Phase.FROM, Phase.ON) or (
-            inner.phase is Phase.COLUMNS and self._from_optional
+        if _full(inner):
+            return True
+        return bool(inner.obligations) and (
+            inner.phase in (Phase.FROM, Phase.ON)
+            or (inner.phase is Phase.COLUMNS and self._from_optional)
         )
+
+    @staticmethod
+    def _no_item_paren(block: Block | None, open_root: bool) -> bool:
+        """Is a `(` that opens a FROM item (a subquery, a parenthesized join) refused: where
+        the select list named columns (the search plans with tables, not subqueries) or the
+        FROM clause holds as many items as a block may?"""
+        inner = innermost(block)
+        return not open_root and inner is not None and (bool(inner.obligations) or _full(inner))
 
     # -- reading lexemes
     def advance(self, state: GammaState, data: bytes, after: Configuration) -> GammaState | None:
@@ -356,9 +368,8 @@ class Binder:
         values = Cell(Token(self._names[terminal], text), values)
         event = self._opens.get(move)
         if event == "item paren":
-            inner = innermost(block)
-            if not state.open_root and inner is not None and inner.obligations:
-                return None  # a FROM subquery is not planned for: the select list named columns
+            if self._no_item_paren(block, state.open_root):
+                return None
         elif event is not None:
             block = self._open(event, block, node, values)
         if (
@@ -499,7 +510,9 @@ class Binder:
         dischargeable."""
         catalog = self.catalog()
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
-        allowed = {}
+        allowed: dict[str, str] = {}
+        if len(own) >= MAX_FROM_ITEMS:
+            return Slot(allowed)
         for key, (written, _) in self._tables.items():
             columns = self._columns_of(written, block)
             for name in self._names_for(inner, key):
@@ -868,13 +881,7 @@ class Binder:
         if found is None:
             return _REFUSED
         node, values, block, move = found
-        inner = innermost(block)
-        if (
-            self._opens.get(move) == "item paren"
-            and not state.open_root
-            and inner is not None
-            and inner.obligations
-        ):
+        if self._opens.get(move) == "item paren" and self._no_item_paren(block, state.open_root):
             return _REFUSED  # as `_shift` refuses it
         if terminal in self._merging and self._in_from(block, state.open_root):
             return _REFUSED
@@ -1246,6 +1253,13 @@ def _nearest_result(values: Cell | None) -> _Result | None:
     """The result of the select an ORDER BY follows: the value just below the ORDER keyword."""
     cell = values.tail if values is not None else None
     return cell.head if cell is not None and isinstance(cell.head, _Result) else None
+
+
+def _full(inner: Block) -> bool:
+    """Does a FROM clause being written hold as many items as a block may?"""
+    if inner.phase not in (Phase.FROM, Phase.ON):
+        return False
+    return sum(1 for _ in cells(inner.declared)) >= MAX_FROM_ITEMS
 
 
 def _replace_inner(block: Block | None, inner: Block) -> Block:

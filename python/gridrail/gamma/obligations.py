@@ -31,6 +31,10 @@ from gridrail.gamma.environment import (
 # Tables tried per search level: past this, a search that has not found a plan stops and the
 # answer is "not dischargeable" — never "dischargeable" without a plan.
 SEARCH_BOUND = 100_000
+# FROM items per query block (L_Γ has no more): Spider's 10,169 gold query blocks have at most
+# 7, and an item list is otherwise an open channel (a K = 8 candidate wrote 25 comma-joined
+# items, a cross join the database had to stop)
+MAX_FROM_ITEMS = 8
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ class _Search:
         return tuple(self.added) if self._qualifiers(0, self.own, counts) else None
 
     def _room(self, items: tuple[Binding, ...]) -> bool:
-        return self.catalog.joins or not items
+        return len(items) < MAX_FROM_ITEMS and (self.catalog.joins or not items)
 
     def _with(self, items: tuple[Binding, ...], counts: dict[str, int], binding: Binding):
         """(items, counts) with `binding` added, or None if it provides a bare name twice."""
