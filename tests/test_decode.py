@@ -23,6 +23,8 @@ from gridrail.decode.hf import GridLogitsProcessor
 from gridrail.decode.llama_cpp import GridLlamaLogitsProcessor
 from gridrail.decode.logits import allowed_array
 from gridrail.decode.row import GuardedRow
+from gridrail.guide import Matcher
+from gridrail.mask.bitmask import TokenSet
 from support.hr_example import hr_guide
 from test_walk_arm import _small_vocab
 
@@ -228,6 +230,20 @@ def test_an_error_of_the_model_reaches_the_caller() -> None:
 
     with pytest.raises(RuntimeError, match="the model is gone"):
         generate(guide, failing, max_tokens=40)
+
+
+def test_an_empty_mask_is_reported_with_the_text_so_far(monkeypatch) -> None:
+    """A dead end is a defect (Spider #4580 met one, fixed): the loop says where it happened,
+    not "no allowed token among the model's logits"."""
+    guide = _guide("analyst")
+    allowed = Matcher.allowed
+
+    def dead_after_two(matcher: Matcher) -> TokenSet:
+        return TokenSet(guide.vocab.size) if matcher.num_accepted >= 2 else allowed(matcher)
+
+    monkeypatch.setattr(Matcher, "allowed", dead_after_two)
+    with pytest.raises(RuntimeError, match=r"mask is empty after '.*SELECT.*': a dead end"):
+        generate(guide, SeededLogits(guide, 0), max_tokens=40)
 
 
 def test_the_audit_log_of_the_loop_verifies_and_replays(tmp_path: Path) -> None:

@@ -101,7 +101,14 @@ def generate(
                 followed.feed(matcher.recent_tokens(matcher.num_accepted - fed))
                 fed = matcher.num_accepted
             allowed = allowed_array(matcher.allowed())
-            forced = matcher.forced_tokens() if allowed.sum() == 1 else []
+            count = int(allowed.sum())
+            if not count:  # never, where the mask is complete: say where, for the report
+                done = text_of(guide, matcher.accepted_tokens())
+                raise RuntimeError(
+                    f"gridrail's mask is empty after {done!r}: a dead end, a defect of "
+                    "gridrail (please report it with this text)"
+                )
+            forced = matcher.forced_tokens() if count == 1 else []
             if forced:  # the logits go unused (and so would an error computing them)
                 ahead = None
                 if not matcher.accept_tokens(forced, "forced"):
