@@ -973,11 +973,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (transformers)")
     parser.add_argument("--exec-timeout", type=float, default=10.0, help="seconds per query")
     parser.add_argument("--verify-reuse", type=int, default=3, metavar="K")
-    parser.add_argument("--summarize", type=Path, help="print the table of a finished JSONL")
+    parser.add_argument(
+        "--summarize", type=Path, nargs="+",
+        help="print the table of finished JSONL files (their questions together; stubs of "
+        "resumed runs left out)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     if args.summarize:
-        rows = read_rows(args.summarize)
+        rows = [r for path in args.summarize for r in read_rows(path) if "arms" in r]
         print(markdown_table(summarize(rows)))
         _print_notes(rows)
         return
