@@ -511,7 +511,7 @@ class Binder:
         catalog = self.catalog()
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
         allowed: dict[str, str] = {}
-        if len(own) >= MAX_FROM_ITEMS:
+        if _full(inner):
             return Slot(allowed)
         for key, (written, _) in self._tables.items():
             columns = self._columns_of(written, block)
