@@ -13,13 +13,14 @@ tokenizer is there, gpt2's for a few sentences).
 
 Each refusal is classified by SQLite's message:
   * grammar: a syntax error, an unrecognized token, "no tables specified", a NUL in the text, a
-    hex literal too big, a NATURAL join with ON / USING, ... -- context-free refusals that the
-    grammar must not admit (defects of python/gridrail/grammars/sqlite.lark);
+    hex literal too big, a NATURAL join with ON / USING, a call of the wrong shape (argument
+    count; DISTINCT, FILTER or OVER where the function takes none) ... -- context-free refusals
+    that the grammar must not admit (defects of python/gridrail/grammars/sqlite.lark);
   * name: "no such column / table", ambiguous names: binding, the checker's business (and that
     of the issue on names declared in the statement), not the grammar's;
   * function: a built-in function this SQLite build lacks (the grammar names those of current
     SQLite);
-  * semantic: misuse of an aggregate, result-column counts, frame and argument rules, ...: what
+  * semantic: misuse of an aggregate, result-column counts, frame rules, ...: what
     the semantic checker (which prepares with SQLite in `Guide.check`) reports;
   * other: a message not classified yet -- needs a look.
 
@@ -68,6 +69,13 @@ CLASSES = (
     ("grammar", r"syntax error|unrecognized token|incomplete input|no tables specified"),
     ("grammar", r"null character|hex literal too big|one statement at a time"),
     ("grammar", r"NATURAL join may not have|RETURNING may not use|should come after"),
+    # a call's shape: its argument count, DISTINCT, FILTER and OVER for the kind of function
+    (
+        "grammar",
+        r"wrong number of arguments|DISTINCT aggregates|DISTINCT is not supported for window"
+        r"|FILTER clause may only|FILTER may not be used with non-aggregate"
+        r"|may not be used as a window function",
+    ),
     ("function", r"no such function"),
     (
         "name",
@@ -75,11 +83,11 @@ CLASSES = (
     ),
     (
         "semantic",
-        r"misuse of|wrong number of arguments|DISTINCT aggregates|not allowed in the GROUP BY"
+        r"misuse of|not allowed in the GROUP BY"
         r"|HAVING clause on a non-aggregate|frame (?:starting|ending) offset|frame specification"
         r"|ORDER BY term|GROUP BY term|does not match any column|same number of result columns"
-        r"|sub-select returns|row value misused|values for \d+ columns|FILTER clause may only"
-        r"|may not be used with|columns assigned|is not a function|too many columns"
+        r"|sub-select returns|row value misused|values for \d+ columns"
+        r"|columns assigned|is not a function|too many columns"
         r"|cannot (?:modify|UPDATE|INSERT|DELETE)|is circularly defined|no such window"
         r"|aggregate functions are not allowed|recursive reference|multiple references"
         r"|values were supplied|RAISE\(\) may only",

@@ -191,7 +191,8 @@ def _alter(name: str, text: str) -> str:
         spellings = doc["token_bytes"]
         spellings[65], spellings[66] = spellings[66], spellings[65]  # b"A" and b"B" swap ids
     else:
-        doc["lexicons"][0]["pattern"] = doc["lexicons"][0]["pattern"].replace("[iI][dD]", "x", 1)
+        lexicon = next(lex for lex in doc["lexicons"] if "[iI][dD]" in lex["pattern"])
+        lexicon["pattern"] = lexicon["pattern"].replace("[iI][dD]", "x", 1)
     return json.dumps(doc)
 
 

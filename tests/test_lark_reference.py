@@ -626,7 +626,7 @@ def test_sqlite_lexing_conventions(sqlite: Reference) -> None:
     toks = _names(sqlite, 'SELECT T1.name, count (*), T2.* FROM t AS T1 WHERE x = "Bob";')
     assert ("SELECT", "SELECT") in toks and ("FROM", "FROM") in toks
     assert ("QUALIFIER", "T1.") in toks and ("COLUMN_NAME", "name") in toks
-    assert ("FUNCTION_NAME", "count (") in toks and ("QUALIFIER", "T2.") in toks
+    assert ("COUNT_OPEN", "count (") in toks and ("QUALIFIER", "T2.") in toks
     assert ("TABLE_NAME", "t") in toks and ("TABLE_ALIAS", "T1") in toks
     assert ("DQ_STRING", '"Bob"') in toks
     # where only an identifier is viable, a double-quoted token is one
@@ -671,7 +671,7 @@ def test_sqlite_viable_prefixes(sqlite: Reference) -> None:
 
 
 def test_sqlite_known_deviation_function_names_followed_by_paren(sqlite: Reference) -> None:
-    # `like (` is one FUNCTION_NAME lexeme by maximal munch; SQLite accepts this statement
+    # `like (` is one function lexeme (FUNCTION_2_3) by maximal munch; SQLite accepts this statement
     assert sqlite.first_error("SELECT a FROM t WHERE a LIKE ('x');") == 29
     assert sqlite.first_error("SELECT a FROM t WHERE a LIKE ") is None  # (ii): LIKE, then "'"
     assert sqlite.accepts_sentence("SELECT a FROM t WHERE a LIKE 'x';")

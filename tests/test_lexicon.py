@@ -218,14 +218,16 @@ def test_real_spider_schema_with_parenthesized_column() -> None:
 def test_lexicon_words_and_the_inclusion_check() -> None:
     schema = Schema.from_tables("sqlite", HR_TABLES)
     view = SchemaView(schema, _policy().role("analyst"))
-    lexicons = {
-        lex.category.terminal: lex
-        for lex in build_lexicons(_sqlite(), ConstructCatalogue.for_grammar(_sqlite()), view)
-    }
+    catalogue = ConstructCatalogue.for_grammar(_sqlite())
+    lexicons = {lex.category.terminal: lex for lex in build_lexicons(_sqlite(), catalogue, view)}
     assert set(lexicons["TABLE_NAME"].words) == {"employees", "employees_public", "orders"}
     assert "salary" not in lexicons["COLUMN_NAME"].words
     assert "amount" not in lexicons["COLUMN_NAME"].words
-    assert set(lexicons["FUNCTION_NAME"].words) == set(_policy().role("analyst").functions or ())
+    # the role's functions, each in the terminal of its call shape
+    called = {t: set(lexicons[t].words) for t in catalogue.function_terminals}
+    assert set().union(*called.values()) == set(_policy().role("analyst").functions or ())
+    assert called["COUNT_OPEN"] == {"count"} and called["MIN_MAX"] == {"max", "min"}
+    assert called["FUNCTION_1_2"] == {"round"} and called["WINDOW_0"] == set()
 
 
 def test_a_word_no_form_can_spell_is_an_error() -> None:

@@ -201,11 +201,9 @@ def test_the_guard_fails_where_a_lexicon_can_be_consulted() -> None:
         cfg = guide.oracle.feed(guide.oracle.initial, text)
         assert not _guard_passes(guide, cfg) and guide.normal_form.key(cfg) is None, text
         assert guide.keys.lexicon_visible(cfg), text
-    # the clerk has no function list: FUNCTION_NAME keeps its L1 regex, no lexicon there
+    # the clerk has no function list: COUNT_OPEN keeps its L1 regex, no lexicon there
     cou = clerk.oracle.feed(clerk.oracle.initial, b"select 1 cou")
-    assert "FUNCTION_NAME" in clerk.compiled.names_of(
-        clerk.oracle.scanner_tables()[1][cou.scan_state]
-    )
+    assert "COUNT_OPEN" in clerk.compiled.names_of(clerk.oracle.scanner_tables()[1][cou.scan_state])
     assert clerk.normal_form.key(cou) is not None
 
 
@@ -501,11 +499,11 @@ def test_two_spider_schemas_share_t2_entries_soundly() -> None:
 
 
 def _superseded_dialect() -> gr.Grammar:
-    """sqlite with one more built-in function: FUNCTION_NAME is a lexicon category, so the
+    """sqlite with one more built-in function: FUNCTION_1 is a lexicon category, so the
     family (and its T2 cache) stays while the T1 namespace of every language that keeps
-    FUNCTION_NAME's L1 regex rolls over."""
+    FUNCTION_1's L1 regex rolls over."""
     text = bundled_grammar_text("sqlite")
-    newer = text.replace("|zeroblob)", "|zeroblob|zeta)")
+    newer = text.replace("|zeroblob)[", "|zeroblob|zeta)[")
     assert newer != text
     return gr.Grammar.from_lark(newer, "sqlite.lark")
 

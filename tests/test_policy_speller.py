@@ -92,8 +92,10 @@ def _targets(view: SchemaView, catalogue: ConstructCatalogue, functions: frozens
             hidden = [n for k, n in every.items() if k not in visible_columns]
             words[category.terminal] = (list(visible_columns.values()), hidden)
         else:
-            # what the role may call of what the database's engine has: 3.40 has no concat
-            offered = functions if schema.functions is None else functions & schema.functions
+            # what the role may call of what the database's engine has (3.40 has no concat),
+            # of the names of this terminal's call shape; every other function is hidden here
+            spelled = catalogue.function_terminals[category.terminal]
+            offered = spelled if schema.functions is None else spelled & schema.functions
             allowed = sorted(f for f in offered if view.may_call(f))
             words[category.terminal] = (allowed, sorted(functions - set(allowed)))
     return words
@@ -128,8 +130,8 @@ def _probe(schema: Schema, policy: Policy, role: str, corpus: list[str], seed: i
     targets = _targets(view, catalogue, catalogue.functions)
     forms = {
         terminal: (
-            [_forms(w, terminal == "FUNCTION_NAME") for w in allowed],
-            [_forms(w, terminal == "FUNCTION_NAME") for w in hidden],
+            [_forms(w, terminal in catalogue.function_terminals) for w in allowed],
+            [_forms(w, terminal in catalogue.function_terminals) for w in hidden],
         )
         for terminal, (allowed, hidden) in targets.items()
     }

@@ -20,6 +20,10 @@ from test_policy_speller import EXAMPLES, _hr_1
 from test_walk_arm import _SQL_WORDS, generate
 
 GENERATIONS_PER_ROLE = 300
+# the function terminals (one per call shape) of the bundled grammar's catalogue
+FUNCTION_TERMINALS = frozenset(
+    gr.ConstructCatalogue.for_grammar(gr.Grammar.bundled("sqlite")).function_terminals
+)
 STATEMENT_KINDS = {
     "select_stmt": "select",
     "insert_stmt": "insert",
@@ -66,7 +70,7 @@ def _check_output(view: SchemaView, tree: gr.parse.tree.Tree) -> list[str]:
             rules.denotes(token.text, c.name) for c in columns
         ):
             problems.append(f"column {token.text}")
-        elif token.terminal == "FUNCTION_NAME":
+        elif token.terminal in FUNCTION_TERMINALS:
             name = token.text.rstrip("(").strip().lower()
             if not view.may_call(name):
                 problems.append(f"function {name}")
@@ -100,7 +104,7 @@ def _walk(schema: Schema, policy: Policy, role: str, seed: int) -> int:
         tree = parse_tree(guide.compiled, text)
         assert not _check_output(view, tree), (text, _check_output(view, tree))
         names += sum(
-            t.terminal in ("TABLE_NAME", "COLUMN_NAME", "FUNCTION_NAME") for t in tree.tokens()
+            t.terminal in {"TABLE_NAME", "COLUMN_NAME", *FUNCTION_TERMINALS} for t in tree.tokens()
         )
     return names
 

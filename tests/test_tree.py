@@ -138,7 +138,7 @@ def test_tokens_carry_terminals_and_byte_offsets() -> None:
         ("QUALIFIER", "T1."),
         ("COLUMN_NAME", "name"),
         ("COMMA", ","),
-        ("FUNCTION_NAME", "count ("),
+        ("COUNT_OPEN", "count ("),
     ]
     assert all(data[t.start : t.end].decode() == t.text for t in tokens)
     assert ("TABLE_NAME", '"my t"') in [(t.terminal, t.text) for t in tokens]

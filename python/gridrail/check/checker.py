@@ -679,8 +679,8 @@ class _Binder:
             )
 
     def function_call(self, node: Tree) -> None:
-        (token,) = node.terminals("FUNCTION_NAME")
-        self.call(token.text.rstrip("(").strip().lower(), token)  # the lexeme includes its "("
+        token = next(node.tokens())  # the function's lexeme, with its "(": a call's first token
+        self.call(token.text.rstrip("(").strip().lower(), token)
 
     def call(self, function: str, token: Span) -> None:
         if not self.view.may_call(function):

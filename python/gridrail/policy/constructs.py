@@ -68,7 +68,7 @@ _GENERATION_OPTIONAL = {"fixed_names"}
 class LexiconCategory:
     terminal: str  # the identifier terminal the lexicon restricts
     words: str  # one of WORD_SOURCES
-    suffix: str = ""  # regex every lexeme ends with after the word (FUNCTION_NAME's "(")
+    suffix: str = ""  # regex every lexeme ends with after the word (a function's "(")
 
 
 @dataclass(frozen=True)
@@ -128,13 +128,19 @@ class ConstructCatalogue:
     constructs: dict[str, frozenset[int]]
     capabilities: dict[str, Capability]
     lexicons: tuple[LexiconCategory, ...]
-    functions: frozenset[str]  # names the grammar's function terminal can call (lower case)
+    # function terminal -> the names it calls (lower case): one terminal per call shape
+    function_terminals: dict[str, frozenset[str]]
     dialect: str  # whose identifier rules policy names follow (gridrail.policy.dialect)
     grammar_fingerprint: str  # the grammar whose production indices these are
     source: str
     generation: GenerationSurface | None = None  # None: the grammar has no generation profile
     # functions the grammar spells as keywords (CURRENT_DATE): name -> the productions using it
     function_keywords: dict[str, frozenset[int]] = field(default_factory=dict)
+
+    @cached_property
+    def functions(self) -> frozenset[str]:
+        """The names the grammar's function terminals can call (lower case)."""
+        return frozenset().union(*self.function_terminals.values())
 
     @classmethod
     def for_grammar(cls, grammar: Grammar) -> ConstructCatalogue:
@@ -215,7 +221,7 @@ class ConstructCatalogue:
                     f"lexicons.{terminal}.words must be one of {WORD_SOURCES}", source=source
                 )
             lexicons.append(LexiconCategory(terminal, spec["words"], spec.get("suffix", "")))
-        functions = _function_names(grammar, lexicons, source)
+        function_terminals = _function_names(grammar, lexicons, source)
         generation = (
             _generation(grammar, data["generation"], lexicons, source)
             if "generation" in data
@@ -233,7 +239,7 @@ class ConstructCatalogue:
             constructs,
             capabilities,
             tuple(lexicons),
-            functions,
+            function_terminals,
             dialect,
             grammar.fingerprint,
             source,
@@ -501,18 +507,28 @@ def _matches(p: Production, selector: str) -> bool:
 
 def _function_names(
     grammar: Grammar, lexicons: list[LexiconCategory], source: str
-) -> frozenset[str]:
-    """The names a function lexicon can draw from, read off the L1 terminal's regex: a finite
-    alternation `(?:name|name|...)` followed by the category's suffix."""
-    category = next((c for c in lexicons if c.words == "functions"), None)
-    if category is None:
-        return frozenset()
-    pattern = grammar.terminal(category.terminal).pattern
-    match = re.match(r"\(\?:([A-Za-z0-9_|]+)\)", pattern)
-    if match is None:
-        raise PolicyError(
-            f"{category.terminal}'s regex is not an alternation of names, so the function "
-            "names a role may call cannot be read from it",
-            source=source,
-        )
-    return frozenset(n.lower() for n in match.group(1).split("|"))
+) -> dict[str, frozenset[str]]:
+    """Per function lexicon's terminal, the names it can draw from, read off the L1 terminal's
+    regex: a finite alternation `(?:name|name|...)` followed by the category's suffix."""
+    out = {}
+    for category in lexicons:
+        if category.words != "functions":
+            continue
+        pattern = grammar.terminal(category.terminal).pattern
+        match = re.match(r"\(\?:([A-Za-z0-9_|]+)\)", pattern)
+        if match is None:
+            raise PolicyError(
+                f"{category.terminal}'s regex is not an alternation of names, so the function "
+                "names a role may call cannot be read from it",
+                source=source,
+            )
+        names = frozenset(n.lower() for n in match.group(1).split("|"))
+        for other, theirs in out.items():
+            if names & theirs:  # a name in two terminals would tie in the scanner
+                raise PolicyError(
+                    f"function {min(names & theirs)!r} is in two function terminals, "
+                    f"{other} and {category.terminal}: each function has one call shape",
+                    source=source,
+                )
+        out[category.terminal] = names
+    return out

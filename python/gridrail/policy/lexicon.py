@@ -1,11 +1,12 @@
 """Schema lexicons (L3): identifier terminals restricted to the names a role may see.
 
-Each lexicon category of the grammar's catalogue (TABLE_NAME, COLUMN_NAME, FUNCTION_NAME in
-sqlite) gets a name set (`gridrail.grammar.names.NameSet`): the finite set of ways to write its
-allowed words. Terminal indices, priorities and the other terminals are untouched, so lexeme
-boundaries stay the dialect's (the generic alias terminals still take the longest identifier)
-and only *which* names can be this terminal changes. The mask, the specification and the parser
-all see one ordinary grammar; the scanner builds the names as tries, never as a regex.
+Each lexicon category of the grammar's catalogue (TABLE_NAME, COLUMN_NAME and the function
+terminals in sqlite) gets a name set (`gridrail.grammar.names.NameSet`): the finite set of ways
+to write its allowed words. Terminal indices, priorities and the other terminals are untouched,
+so lexeme boundaries stay the dialect's (the generic alias terminals still take the longest
+identifier) and only *which* names can be this terminal changes. The mask, the specification and
+the parser all see one ordinary grammar; the scanner builds the names as tries, never as a
+regex.
 
 A word is written
   - bare, if the dialect lets an unquoted name denote it (PostgreSQL: only lower-case names),
@@ -56,7 +57,8 @@ def build_lexicons(
     the terminal keeps its L1 regex."""
     out = []
     for category in catalogue.lexicons:
-        words = _words(category, view, catalogue.functions, frozenset(catalogue.function_keywords))
+        spelled = catalogue.function_terminals.get(category.terminal, frozenset())
+        words = _words(category, view, spelled, frozenset(catalogue.function_keywords))
         if words is None:
             continue
         out.append(_lexicon(grammar, category, words, view.schema.rules))
@@ -106,11 +108,14 @@ def _words(
     offered = view.schema.functions  # what the database's engine has
     if listed is None and offered is None:
         return None
-    # of what the grammar spells (`spelled`) or the role lists, those the engine has; the
-    # functions the grammar spells as keywords (CURRENT_DATE) are no FUNCTION_NAME: the role
-    # language keeps or drops their productions (`projection.project`)
-    words = (spelled if listed is None else listed) & (spelled if offered is None else offered)
-    return tuple(sorted(words - keywords))
+    # of what the terminal spells (`spelled`: the names of its call shape), those the role
+    # lists and the engine has; the functions the grammar spells as keywords (CURRENT_DATE)
+    # are no function terminal's: the role language keeps or drops their productions
+    # (`projection.project`)
+    words = spelled - keywords
+    for narrowed in (listed, offered):
+        words &= spelled if narrowed is None else narrowed
+    return tuple(sorted(words))
 
 
 def _lexicon(
