@@ -311,7 +311,7 @@ def test_the_budget_trigger_writes_the_shortest_ending() -> None:
     for position in range(len(ending)):
         allowed = row.allowed(guide.vocab.size)
         assert np.flatnonzero(allowed).tolist() == [ending[position]]
-        row.observe(ending[: position + 1])
+        row.observe(ending[position : position + 1])
     result = row.finish("test")
     assert result.stop == "reserve" and result.tokens == ending
     assert [r["kind"] for r in result.audit.records][-1] == "eos"

@@ -48,7 +48,7 @@ def test_nothing_is_pending_at_a_lexeme_boundary(tiny: Oracle) -> None:
     [
         (b"sel", None),  # not yet a keyword
         (b"select a", "COLUMN_NAME"),
-        (b"select count(", "COUNT_OPEN"),
+        (b"select count(", "FUNCTION_NAME"),
         (b"select a from", "FROM"),  # a keyword beats an identifier of the same length
     ],
 )

@@ -2,6 +2,7 @@
 
 from gridrail.archive import AlteredArtifactError, ArchiveError, MissingArtifactError
 from gridrail.audit import AuditError, SignatureError
+from gridrail.batch import fill_next_token_bitmask
 from gridrail.check import SemanticChecker, Violation
 from gridrail.database import DatabaseError, ExecutionLimitError
 from gridrail.decode import UnmaskedTokenError
@@ -76,5 +77,6 @@ __all__ = [
     "allocate_bitmask",
     "compile",
     "compile_grammar",
+    "fill_next_token_bitmask",
 ]
 __version__ = "0.1.0"

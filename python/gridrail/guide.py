@@ -32,7 +32,7 @@ from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.kernels import MaskRunners, make_mask_runners
 from gridrail.lru import BoundedLRU
-from gridrail.mask.bitmask import TokenSet, words_per_row
+from gridrail.mask.bitmask import TokenSet, bitmask_array, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import MaskEntry, NormalFormEntry, make_entry, make_normal_form_entry
@@ -562,22 +562,13 @@ class Matcher:
         return entry, mask
 
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
-        """Write the current mask into row `row` of an `allocate_bitmask` array."""
-        width = words_per_row(self.guide.vocab.size)
-        if not isinstance(bitmask, np.ndarray):
-            raise UsageError(
-                f"bitmask must be a NumPy int32 array of shape (batch, {width}), not "
-                f"{type(bitmask).__name__} (use gridrail.allocate_bitmask)"
-            )
-        if bitmask.ndim != 2 or bitmask.shape[1] != width or bitmask.dtype != np.int32:
-            raise UsageError(
-                f"bitmask must be an int32 array of shape (batch, {width}); "
-                f"got {bitmask.dtype} {bitmask.shape} (use gridrail.allocate_bitmask)"
-            )
+        """Write the current mask into row `row` of an `allocate_bitmask` array (or a CPU torch
+        int32 tensor of that shape); `gridrail.fill_next_token_bitmask` fills a batch."""
+        array = bitmask_array(bitmask, self.guide.vocab.size)
         row = _integer_argument("row", row)
-        if not -len(bitmask) <= row < len(bitmask):
-            raise UsageError(f"row {row} is outside the bitmask's {len(bitmask)} rows")
-        bitmask[row, :] = self.allowed().words()
+        if not -len(array) <= row < len(array):
+            raise UsageError(f"row {row} is outside the bitmask's {len(array)} rows")
+        array[row, :] = self.allowed().words()
 
     # -- advancing
     def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:

@@ -16,9 +16,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from gridrail.audit import AuditLog
+from gridrail.batch import fill_next_token_bitmask
 from gridrail.decode.loop import Generation
 from gridrail.decode.row import GuardedRow
 from gridrail.guide import Guide
+from gridrail.mask.bitmask import allocate_bitmask, allow_only
 
 MODE = "transformers-processor"
 
@@ -27,7 +29,10 @@ class GridLogitsProcessor:
     """A transformers logits processor for a batch: row i follows `guides[i]` (one guide for
     every row when a single guide is given). `max_tokens` should equal `max_new_tokens`; with it,
     rows end as sentences within the budget unless one token lengthens the shortest completion
-    past it (then the row is sealed "truncated": see `gridrail.decode.row`)."""
+    past it (then the row is sealed "truncated": see `gridrail.decode.row`). At each step the
+    rows' masks are written into one int32 bitmask in one call (`fill_next_token_bitmask`, on
+    `threads` threads) and applied on the scores' device; each row reads only the tokens added
+    since the last step."""
 
     def __init__(
         self,
@@ -35,12 +40,15 @@ class GridLogitsProcessor:
         *,
         max_tokens: int | None = None,
         audit: bool = True,
+        threads: int = 1,
     ):
         self._guides = guides
+        self.threads = threads  # of `fill_next_token_bitmask`
         self.max_tokens = max_tokens
         self._audit = audit
         self.rows: list[GuardedRow] = []
         self._prompt_length: int | None = None
+        self._bitmask: np.ndarray | None = None
         self.guard_seconds = 0.0
 
     def _start(self, batch_size: int, prompt_length: int) -> None:
@@ -57,9 +65,9 @@ class GridLogitsProcessor:
             for guide in guides
         ]
         self._prompt_length = prompt_length
+        self._bitmask = allocate_bitmask(batch_size, self.rows[0].guide.vocab.size)
 
     def __call__(self, input_ids, scores):
-        import torch
 
         started = time.perf_counter()
         if self._prompt_length is None:
@@ -69,14 +77,19 @@ class GridLogitsProcessor:
                 f"the batch changed from {len(self.rows)} to {input_ids.shape[0]} rows; use a new "
                 "processor for each generate call (beam search is not supported)"
             )
-        generated = input_ids[:, self._prompt_length :].tolist()
-        width = scores.shape[-1]
-        masks = np.empty((len(self.rows), width), dtype=bool)
+        bitmask = self._bitmask
+        assert bitmask is not None
+        free, matchers = [], []
         for i, row in enumerate(self.rows):
-            row.observe(generated[i])
-            masks[i] = row.allowed(width)
-        allowed = torch.from_numpy(masks).to(scores.device)
-        out = scores.masked_fill(~allowed, float("-inf"))
+            row.observe(input_ids[i, row.unseen(self._prompt_length)].tolist())
+            forced = row.forced()
+            if forced is None:
+                free.append(i)
+                matchers.append(row.matcher)
+            else:
+                allow_only(bitmask, i, forced)
+        fill_next_token_bitmask(matchers, bitmask, free, threads=self.threads)
+        out = apply_token_bitmask(scores, bitmask)
         self.guard_seconds += time.perf_counter() - started
         return out
 
@@ -86,10 +99,26 @@ class GridLogitsProcessor:
         if self._prompt_length is None:
             raise ValueError("the processor was never called: pass it to model.generate first")
         results = []
-        for row, ids in zip(self.rows, sequences[:, self._prompt_length :].tolist(), strict=True):
-            row.observe(ids)
+        for i, row in enumerate(self.rows):
+            row.observe(sequences[i, row.unseen(self._prompt_length)].tolist())
             results.append(row.finish(MODE))
         return results
+
+
+def apply_token_bitmask(scores, bitmask: np.ndarray):
+    """`scores` (a torch tensor, batch x logits) with -inf wherever `bitmask`'s bit is 0; logits
+    past its bits (a model's padded output layer) are never allowed. The bits are unpacked on
+    the scores' device: only the int32 words cross to it."""
+    import torch
+
+    words = torch.from_numpy(bitmask).to(scores.device)
+    shifts = torch.arange(32, device=scores.device, dtype=torch.int32)
+    allowed = ((words.unsqueeze(-1) >> shifts) & 1).bool().flatten(1)
+    width = scores.shape[-1]
+    if allowed.shape[1] < width:
+        pad = torch.zeros((len(allowed), width - allowed.shape[1]), dtype=torch.bool)
+        allowed = torch.cat([allowed, pad.to(scores.device)], dim=1)
+    return scores.masked_fill(~allowed[:, :width], float("-inf"))
 
 
 class CausalLMLogits:

@@ -31,7 +31,7 @@ class GridLlamaLogitsProcessor:
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
         if self._prompt_length is None:
             self._prompt_length = len(input_ids)
-        self.row.observe([int(t) for t in input_ids[self._prompt_length :]])
+        self.row.observe(input_ids[self.row.unseen(self._prompt_length)].tolist())
         allowed = self.row.allowed(scores.shape[-1])
         return np.where(allowed, scores, np.float32(-np.inf)).astype(scores.dtype, copy=False)
 
@@ -44,7 +44,7 @@ class GridLlamaLogitsProcessor:
         prompt excluded, e.g. from a `Llama.generate` loop) to have it recorded too."""
         row = self.row
         if completion_tokens is not None:
-            row.observe([int(t) for t in completion_tokens])
+            row.observe([int(t) for t in completion_tokens[row.unseen(0)]])
         if finish_reason == "stop" and not row.matcher.is_terminated():
-            row.observe([*row.matcher.accepted_tokens(), row.guide.vocab.eos_token_id])
+            row.observe([row.guide.vocab.eos_token_id])
         return row.finish(MODE)

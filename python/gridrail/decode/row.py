@@ -42,11 +42,11 @@ class GuardedRow:
     def audit(self) -> AuditLog | None:
         return self.matcher.audit
 
-    def observe(self, generated: Sequence[int]) -> None:
-        """Accept the tokens of `generated` (everything after the prompt) not seen yet. Tokens
-        after the sequence's EOS are the host's padding and are ignored."""
+    def observe(self, new: Sequence[int]) -> None:
+        """Accept `new`, the tokens the host generated since the last call (see `unseen`).
+        Tokens after the sequence's EOS are the host's padding and are ignored."""
         matcher = self.matcher
-        for token in generated[matcher.num_accepted :]:
+        for token in new:
             if matcher.is_terminated():
                 return
             token = int(token)
@@ -60,18 +60,30 @@ class GuardedRow:
             self._wrote_reserve |= writing
             self._writing = self._writing[1:] if writing else []
 
-    def allowed(self, width: int) -> np.ndarray:
-        """The boolean mask over `width` logits for the next token."""
+    def unseen(self, prompt_length: int) -> slice:
+        """Where, in a host's whole sequence (prompt included), the tokens not yet observed
+        start: hosts pass the whole sequence at every step, and reading only its new tail keeps
+        each step's cost flat in the output's length."""
+        return slice(prompt_length + self.matcher.num_accepted, None)
+
+    def forced(self) -> int | None:
+        """The token the budget trigger writes next, or None when the mask is the matcher's.
+        The trigger starts once the shortest legal completion just fits the remaining budget."""
         matcher = self.matcher
         if not matcher.is_terminated() and self.max_tokens is not None and not self._writing:
             ending = matcher.completion()
             if matcher.num_accepted + len(ending) >= self.max_tokens:
-                self._writing = ending  # the trigger: from here on, write the shortest ending
-        if self._writing:
+                self._writing = ending  # from here on, write the shortest ending
+        return self._writing[0] if self._writing else None
+
+    def allowed(self, width: int) -> np.ndarray:
+        """The boolean mask over `width` logits for the next token."""
+        forced = self.forced()
+        if forced is not None:
             out = np.zeros(width, dtype=bool)
-            out[self._writing[0]] = True
+            out[forced] = True
             return out
-        return allowed_array(matcher.allowed(), width)
+        return allowed_array(self.matcher.allowed(), width)
 
     @property
     def stop(self) -> str:

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from gridrail.errors import UsageError
+
 # From this many ids on, setting them with numpy beats one interpreted bit operation per id
 # (measured break-even: ~50 on the development host); so a frozen set of fewer is its ids.
 _NUMPY_FROM = FROZEN_IDS_BELOW = 48
@@ -89,3 +91,35 @@ class TokenSet:
         return isinstance(other, TokenSet) and self.bits == other.bits
 
     __hash__ = None  # type: ignore[assignment]  # mutable
+
+
+def bitmask_array(bitmask: object, vocab_size: int) -> np.ndarray:
+    """`bitmask` as the NumPy array to write masks into: an int32 array of shape (batch,
+    ceil(vocab_size / 32)), or a CPU torch tensor of that dtype and shape (its NumPy view, the
+    same memory: no copy). Anything else is a UsageError."""
+    width = words_per_row(vocab_size)
+    if type(bitmask).__module__.startswith("torch") and hasattr(bitmask, "numpy"):
+        if getattr(bitmask, "device", None) is not None and bitmask.device.type != "cpu":
+            raise UsageError(
+                f"bitmask is a tensor on {bitmask.device}: fill a CPU tensor, then move it"
+            )
+        bitmask = bitmask.numpy()  # shares the tensor's memory
+    if not isinstance(bitmask, np.ndarray):
+        raise UsageError(
+            f"bitmask must be an int32 array of shape (batch, {width}), not "
+            f"{type(bitmask).__name__} (use gridrail.allocate_bitmask)"
+        )
+    if bitmask.ndim != 2 or bitmask.shape[1] != width or bitmask.dtype != np.int32:
+        raise UsageError(
+            f"bitmask must be an int32 array of shape (batch, {width}); "
+            f"got {bitmask.dtype} {bitmask.shape} (use gridrail.allocate_bitmask)"
+        )
+    if not bitmask.flags.writeable:
+        raise UsageError("bitmask is read-only")
+    return bitmask
+
+
+def allow_only(bitmask: np.ndarray, row: int, token_id: int) -> None:
+    """Row `row` of `bitmask` allows `token_id` alone."""
+    bitmask[row, :] = 0
+    bitmask[row, token_id >> 5] = np.int32(np.uint32(1 << (token_id & 31)).view(np.int32))
