@@ -518,9 +518,12 @@ mod bindings {
         ids_below: usize,
     ) -> PyResult<(Py<PyBytes>, bool)> {
         let ignored = ne_u64s(ignored, "ignored set")?;
-        if stack.is_empty() || ignored.len() != scanner.0.words() {
+        if stack.is_empty()
+            || ignored.len() != scanner.0.words()
+            || lr.0.words() != scanner.0.words()
+        {
             return Err(PyValueError::new_err(
-                "an empty stack, or an ignored set of other width",
+                "an empty stack, or an ignored set or LR table of another width",
             ));
         }
         let states = scanner.0.num_states() as i64;

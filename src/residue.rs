@@ -18,6 +18,8 @@ use crate::walk::{walk, CdClass, ScannerTable, Start, Tokens, TrieTable, Walk, W
 
 /// The action that accepts (`gridrail.grammar.lalr.ACCEPT`).
 pub const ACCEPT: i32 = -(1 << 30);
+/// The most terminals an LR table may have: its terminal sets are allocated per state.
+pub const MAX_TERMINALS: usize = 1 << 16;
 
 /// LALR(1) tables (`LalrTables`): per state its actions (terminal -> shift state, -1 - p to
 /// reduce by production p, or ACCEPT) and gotos, and per production (lhs, rhs length).
@@ -39,9 +41,11 @@ impl LrTables {
         end: u32,
         words: usize,
     ) -> Result<Self, WalkError> {
-        if goto.len() != action.len() || (end as usize).div_ceil(64) > words {
+        let fits = (end as usize) <= MAX_TERMINALS && (end as usize).div_ceil(64) == words;
+        if goto.len() != action.len() || !fits {
             return Err(WalkError::Shape(format!(
-                "{} action rows and {} goto rows for {end} terminals in {words} words",
+                "{} action rows and {} goto rows for {end} terminals in {words} words (at \
+                 most {MAX_TERMINALS} terminals, in as many words as they take)",
                 action.len(),
                 goto.len()
             )));
@@ -97,6 +101,10 @@ impl LrTables {
             shift_mask,
             reductions,
         })
+    }
+
+    pub fn words(&self) -> usize {
+        self.words
     }
 
     pub fn num_states(&self) -> usize {
@@ -544,6 +552,7 @@ pub fn cd_residue(
     classes: Vec<CdClass>,
     vocab_size: usize,
 ) -> Result<Vec<u8>, WalkError> {
+    trie.check_vocab_size(vocab_size)?;
     let walks = &mut memo.walks;
     let mut stepper = Stepper::new(scanner, lr, ignored, start_scan, &mut memo.steps);
     let stepper = &mut stepper;
@@ -637,6 +646,16 @@ mod tests {
         trans[b'a' as usize] = 1;
         let scan = ScanTable::new(trans, &[0, 1]).unwrap();
         ScannerTable::new(&scan, 1, vec![0b1, 0b1], vec![0, 0b1]).unwrap()
+    }
+
+    #[test]
+    fn terminal_sets_must_have_the_width_of_the_terminals() {
+        let rows = || vec![HashMap::new()];
+        assert!(LrTables::new(rows(), vec![HashMap::new()], vec![], 1, 2).is_err());
+        assert!(LrTables::new(rows(), vec![HashMap::new()], vec![], 65, 1).is_err());
+        let huge = MAX_TERMINALS as u32 + 1;
+        assert!(LrTables::new(rows(), vec![HashMap::new()], vec![], huge, 1025).is_err());
+        assert!(LrTables::new(rows(), vec![HashMap::new()], vec![], 65, 2).is_ok());
     }
 
     #[test]

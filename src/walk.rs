@@ -12,6 +12,9 @@ use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
+/// The largest vocabulary a mask is built for (the largest tokenizers have ~260,000 ids).
+pub const MAX_VOCAB_SIZE: usize = 1 << 24;
+
 use crate::scan::{ScanTable, ALPHABET};
 
 /// Why a table or a walk's arguments were refused.
@@ -45,6 +48,8 @@ pub struct TrieTable {
     // nodes have none or one, so the map is asked only where it answers.
     aliased: Vec<bool>,
     aliases: FxHashMap<u32, Vec<u32>>,
+    // one past the largest token id the trie holds: a mask over fewer ids cannot hold them
+    ids_end: usize,
 }
 
 impl TrieTable {
@@ -89,6 +94,12 @@ impl TrieTable {
         for &node in aliases.keys() {
             aliased[node as usize] = true;
         }
+        let ids = token_id
+            .iter()
+            .filter(|&&id| id >= 0)
+            .map(|&id| id as usize);
+        let alias_ids = aliases.values().flatten().map(|&id| id as usize);
+        let ids_end = ids.chain(alias_ids).max().map_or(0, |id| id + 1);
         Ok(Self {
             edge,
             depth,
@@ -96,11 +107,29 @@ impl TrieTable {
             token_id,
             aliased,
             aliases: aliases.into_iter().collect(),
+            ids_end,
         })
     }
 
     pub fn num_nodes(&self) -> usize {
         self.edge.len()
+    }
+
+    /// Whether a mask over `vocab_size` ids can hold every id of the trie (and is not larger
+    /// than any vocabulary: masks are allocated at that size).
+    pub(crate) fn check_vocab_size(&self, vocab_size: usize) -> Result<(), WalkError> {
+        if vocab_size > MAX_VOCAB_SIZE {
+            return Err(WalkError::OutOfRange(format!(
+                "a vocabulary of {vocab_size} ids: at most {MAX_VOCAB_SIZE}"
+            )));
+        }
+        if vocab_size < self.ids_end {
+            return Err(WalkError::OutOfRange(format!(
+                "a vocabulary of {vocab_size} ids, but the trie holds id {}",
+                self.ids_end - 1
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) fn edge_byte(&self, node: usize) -> u8 {
@@ -125,8 +154,8 @@ impl TrieTable {
     fn push_ids(&self, node: u32, out: &mut Vec<u32>) {
         if self.aliased[node as usize] {
             out.extend_from_slice(&self.aliases[&node]);
-        } else {
-            out.push(self.token_id[node as usize] as u32);
+        } else if let Ok(id) = u32::try_from(self.token_id[node as usize]) {
+            out.push(id); // a node without a token (-1) has no id
         }
     }
 }
@@ -265,6 +294,7 @@ pub fn walk(
             "root {root} is not a trie node"
         )));
     }
+    trie.check_vocab_size(vocab_size)?;
     let states = scanner.num_states() as i64;
     for state in [start.scan_state, start.accept_state] {
         if state < -1 || state as i64 >= states || start.scan_state < 0 {
@@ -468,5 +498,10 @@ mod tests {
         assert!(ScannerTable::new(&one_state, 2, vec![0], vec![0]).is_err());
         assert!(ScannerTable::new(&one_state, 1, vec![0, 0], vec![0]).is_err());
         assert!(TrieTable::new(vec![-1], vec![0], vec![2], vec![-1], HashMap::new()).is_err());
+        // a mask too narrow for the trie's ids (the largest is 4), or wider than any vocabulary
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 4).is_err());
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 5).is_ok());
+        let huge = MAX_VOCAB_SIZE + 1;
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, huge).is_err());
     }
 }

@@ -85,6 +85,45 @@ ResidueRunner = Callable[["Configuration", "WalkResult"], "bytes | array"]
 WALKS_BELOW, WALKS_BELOW_BYTES = 4096, 32 << 20
 
 
+class KernelTables(NamedTuple):
+    """What the Rust walk and residue read of one oracle and trie."""
+
+    scanner: object  # WalkScanner
+    trie: object  # TrieTable
+    lr: object  # LrTable
+    ignored: bytes  # the ignored terminals as uint64 words
+    start_scan: int
+    words: int  # uint64 words per terminal set
+
+
+def kernel_tables(oracle: Oracle, trie: TokenTrie) -> KernelTables:
+    """The Rust tables of `oracle`'s scanner and LR machine and of `trie` (kernels enabled)."""
+    assert _kernels is not None
+    compiled = oracle.compiled
+    words = (len(compiled.grammar.terminals) + 63) // 64
+    scan_table, labels = compiled.scanner.kernel_table, compiled.scanner.labels
+    assert scan_table is not None and labels is not None  # every scanner has them
+    scanner = _kernels.WalkScanner(
+        scan_table,
+        words,
+        _words_per_state(labels.index, labels.live, words),
+        _words_per_state(labels.index, [compiled.top_class(a) for a in labels.accept], words),
+    )
+    table = _kernels.TrieTable(
+        trie.edge_byte.tobytes(),
+        trie.depth.tobytes(),
+        trie.subtree_size.tobytes(),
+        trie.token_id.tobytes(),
+        {node: list(ids) for node, ids in trie.aliases.items()},
+    )
+    tables = compiled.tables
+    lr = _kernels.LrTable(
+        list(tables.action), list(tables.goto), list(tables.productions), tables.end, words
+    )
+    ignored = _words_of(oracle.ignored_mask, words)
+    return KernelTables(scanner, table, lr, ignored, compiled.scanner.start, words)
+
+
 class MaskRunners(NamedTuple):
     walk: WalkRunner
     residue: ResidueRunner | None  # None: the reference, which reads the guide's walk caches
@@ -105,30 +144,8 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
 
         return MaskRunners(reference, None)
     rust = _kernels  # these runners keep the kernels they were built with
-    compiled = oracle.compiled
-    words = (len(compiled.grammar.terminals) + 63) // 64
-    scan_table, labels = compiled.scanner.kernel_table, compiled.scanner.labels
-    assert scan_table is not None and labels is not None  # every scanner has them
-    scanner = rust.WalkScanner(
-        scan_table,
-        words,
-        _words_per_state(labels.index, labels.live, words),
-        _words_per_state(labels.index, [compiled.top_class(a) for a in labels.accept], words),
-    )
-    table = rust.TrieTable(
-        trie.edge_byte.tobytes(),
-        trie.depth.tobytes(),
-        trie.subtree_size.tobytes(),
-        trie.token_id.tobytes(),
-        {node: list(ids) for node, ids in trie.aliases.items()},
-    )
-    tables = compiled.tables
-    lr = rust.LrTable(
-        list(tables.action), list(tables.goto), list(tables.productions), tables.end, words
-    )
+    scanner, table, lr, ignored_words, start_scan, words = kernel_tables(oracle, trie)
     ignored = oracle.ignored_mask
-    ignored_words = _words_of(ignored, words)
-    start_scan = compiled.scanner.start
     memo = rust.WalkMemo(WALKS_BELOW, WALKS_BELOW_BYTES)
 
     def walk(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
