@@ -8,8 +8,11 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from functools import cache
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import gridrail as gr
+from gridrail import kernels
 from gridrail.archive import (
     AlteredArtifactError,
     ArchiveError,
@@ -611,3 +615,65 @@ def test_logs_replay_across_a_namespace_rollover(tmp_path: Path) -> None:
 def test_logs_replay_across_a_namespace_rollover_long(tmp_path: Path) -> None:
     per_side = long_size(full=500, reduced=40)
     assert _across_rollover(per_side, tmp_path) == 2 * per_side
+
+
+# -- across kernel modes: a log recorded with the Rust kernels replays without them, and back
+
+_RECORD_WITHOUT_KERNELS = """
+import random, sys
+from pathlib import Path
+from gridrail import kernels
+from gridrail.archive import save_guide
+from test_audit import _budgets, _gamma_guide, _policy_guide, audited_generation
+assert not kernels.KERNELS_ENABLED
+out = Path(sys.argv[1])
+for name, guide in (("policy", _policy_guide()), ("gamma", _gamma_guide())):
+    save_guide(guide, out / "archive")
+    rng = random.Random(5)
+    for n, budget in enumerate(_budgets(guide, rng, 6)):
+        audited_generation(guide, rng, budget).write(str(out / f"{name}-{n}.jsonl"))
+"""
+
+
+@cache
+def _gamma_guide() -> gr.Guide:
+    return hr_guide(_small_vocab(), "auditor", gr.GenerationProfile(), gamma=True)
+
+
+def _without_kernels(*args: str) -> subprocess.CompletedProcess:
+    tests = str(Path(__file__).resolve().parent)
+    env = {
+        **os.environ,
+        "GRIDRAIL_KERNELS": "0",
+        "PYTHONPATH": os.pathsep.join([tests, *sys.path]),
+    }
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.skipif(not kernels.KERNELS_ENABLED, reason="the Rust kernels are off")
+def test_logs_replay_across_kernel_modes(tmp_path: Path) -> None:
+    """Issue 16: the Python path is the specification and the kernels change nothing a log
+    records. Logs of the policy guide and of a Γ guide recorded here (kernels on) replay in a
+    process with GRIDRAIL_KERNELS=0; logs recorded there replay here."""
+    here = tmp_path / "here"
+    rng = random.Random(5)
+    for name, guide in (("policy", _policy_guide()), ("gamma", _gamma_guide())):
+        save_guide(guide, here / "archive")
+        for n, budget in enumerate(_budgets(guide, rng, 6)):
+            audited_generation(guide, rng, budget).write(str(here / f"{name}-{n}.jsonl"))
+    logs = sorted(here.glob("*.jsonl"))
+    assert len(logs) == 12
+    for log in logs:
+        done = _without_kernels("-m", "gridrail.cli", "audit", "replay", str(log), "--archive",
+                                str(here / "archive"))  # fmt: skip
+        assert done.returncode == 0 and "bit-identically" in done.stdout, (log, done.stderr)
+    there = tmp_path / "there"
+    done = _without_kernels("-c", _RECORD_WITHOUT_KERNELS, str(there))
+    assert done.returncode == 0, done.stderr
+    logs = sorted(there.glob("*.jsonl"))
+    assert len(logs) == 12
+    for log in logs:
+        read = AuditLog.read(str(log))
+        assert replay(read, there / "archive") == len(read.records), log
