@@ -794,7 +794,85 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", metavar="FILE", help="with --questions: write the answers here")
     q.add_argument("question", metavar="QUESTION", nargs="?")
     q.set_defaults(run=cmd_ask)
+
+    s = sub.add_parser(
+        "serve",
+        help="the policy gateway as an HTTP service: the caller's key decides the role",
+        epilog="API: POST /v1/check, POST /v1/ask, GET /v1/audit/{id}, GET /healthz, "
+        "GET /metrics; the OpenAPI document at /openapi.json",
+    )
+    s.add_argument("--db", required=True, metavar="PATH|DSN", help="SQLite/DuckDB file or DSN")
+    s.add_argument("--policy", metavar="FILE", help="policy TOML (default: beside the database)")
+    s.add_argument("--keys", required=True, metavar="FILE", help="`gridrail keys add` writes it")
+    s.add_argument(
+        "--audit-store",
+        default="gridrail-audit.sqlite",
+        metavar="FILE",
+        help="SQLite file the answers and their audit logs are stored in "
+        "(default: gridrail-audit.sqlite)",
+    )
+    s.add_argument("--model", metavar="NAME|PATH", help="as for `gridrail ask`")
+    s.add_argument("--runtime", choices=RUNTIMES, default="auto", help="as for `gridrail ask`")
+    s.add_argument("--no-model", action="store_true", help="serve /v1/check only (no /v1/ask)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    s.set_defaults(run=cmd_serve)
+
+    keys = sub.add_parser("keys", help="API keys of `gridrail serve`")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    add = keys_sub.add_parser("add", help="add a key for NAME and print it (once)")
+    add.add_argument("name", metavar="NAME", help="who or what will use the key")
+    add.add_argument(
+        "--role",
+        action="append",
+        required=True,
+        metavar="ROLE",
+        help="a role of the policy the key may act as (repeat for several); `audit` lets it "
+        "read stored audit records",
+    )
+    add.add_argument(
+        "--keys", required=True, metavar="FILE", help="the keys file (created if absent)"
+    )
+    add.set_defaults(run=cmd_keys_add)
+    rm = keys_sub.add_parser("revoke", help="remove every key of NAME")
+    rm.add_argument("name", metavar="NAME")
+    rm.add_argument("--keys", required=True, metavar="FILE")
+    rm.set_defaults(run=cmd_keys_revoke)
     return parser
+
+
+def cmd_keys_add(args: argparse.Namespace, out: TextIO) -> int:
+    from gridrail.serve.keys import add_key
+
+    out.write(add_key(args.keys, args.name, args.role) + "\n")
+    sys.stderr.write(f"gridrail: key for {args.name!r} added to {args.keys}; it is shown once\n")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace, out: TextIO) -> int:
+    from gridrail.serve.keys import revoke
+
+    out.write(f"revoked {revoke(args.keys, args.name)} key(s) of {args.name!r}\n")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    import uvicorn
+
+    from gridrail.models import load_model  # looked up now: tests replace it
+    from gridrail.serve.app import Service, create_app
+    from gridrail.serve.keys import KeyStore
+    from gridrail.serve.store import AuditStore
+
+    progress = Progress(sys.stderr)
+    database = Database.open(args.db)
+    policy = Policy.from_file(args.policy or _policy_beside(database))
+    keys = KeyStore.read(args.keys)
+    model = None if args.no_model else load_model(args.model, progress.say, args.runtime)
+    service = Service(database, policy, keys, AuditStore(args.audit_store), model)
+    progress.say(f"serving {args.db} on http://{args.host}:{args.port}")
+    uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

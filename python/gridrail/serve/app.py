@@ -1,0 +1,327 @@
+"""The HTTP API of `gridrail serve` (FastAPI: typed request bodies, an OpenAPI document at
+/openapi.json, and Starlette underneath for the middleware).
+
+Who asks decides the role: the key in `Authorization: Bearer <key>` names a principal
+(`gridrail.serve.keys`) and the roles it holds; `X-Gridrail-Role` picks one of them when it
+holds several. Nothing in a body can name or widen a role (bodies are closed: an unknown field
+is a 422). Every error is `{"error": code, "message": ...}`: 401 no or unknown key, 403 a role or
+permission the key lacks, 413 a body over the limit, 422 a malformed body, 429 too many requests
+for one key. The answers of `/v1/ask` and their audit logs go into the audit store
+(`gridrail.serve.store`), which an auditor's key reads back with the chain verified.
+
+Concurrency: requests run on the server's thread pool. The model is called by one request at a
+time (llama.cpp and transformers keep one decoding state); checks and guides of other roles do
+not wait for it. Guides are compiled once per role through the registry (single-flight).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_MAX_TOKENS, ask
+from gridrail.database import Database
+from gridrail.grammar.model import Grammar
+from gridrail.guide import Guide, compile
+from gridrail.models import LanguageModel
+from gridrail.policy.bundle import Policy
+from gridrail.policy.profile import GenerationProfile
+from gridrail.serve.keys import KeyStore, Principal
+from gridrail.serve.store import AuditStore
+from gridrail.vocab import Vocabulary
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_SQL_CHARS = 20_000
+MAX_QUESTION_CHARS = 2_000
+REQUESTS_PER_MINUTE = 120  # per key
+# /v1/check judges SQL written elsewhere: its guides need no model, only some vocabulary
+BYTE_VOCABULARY = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_token_ids=256)
+
+
+class ApiError(Exception):
+    """An error the API answers with its status, a stable code and a message."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = headers
+
+
+class CheckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sql: str = Field(max_length=MAX_SQL_CHARS)
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    execute: bool = True
+    candidates: int | None = Field(default=None, ge=1, le=16)
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=16, le=1024)
+
+
+@dataclass
+class Service:
+    """What the app serves: one database, its policy, the keys, and (for /v1/ask) a model."""
+
+    database: Database
+    policy: Policy
+    keys: KeyStore
+    store: AuditStore
+    model: LanguageModel | None = None
+    grammar: Grammar = field(default_factory=lambda: Grammar.bundled("sqlite"))
+    requests_per_minute: int = REQUESTS_PER_MINUTE
+    max_body_bytes: int = MAX_BODY_BYTES
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self.schema = self.database.schema()
+        self.metrics = Metrics()
+        self.model_lock = threading.Lock()
+        self.limiter = RateLimiter(self.requests_per_minute, self.clock)
+
+    def checking_guide(self, role: str) -> Guide:
+        return compile(
+            self.grammar, BYTE_VOCABULARY, schema=self.schema, policy=self.policy, role=role
+        )
+
+    def asking_guide(self, role: str) -> Guide:
+        assert self.model is not None
+        return compile(
+            self.grammar, self.model.vocab, schema=self.schema, policy=self.policy, role=role,
+            profile=GenerationProfile(), gamma=True,
+        )  # fmt: skip
+
+
+class RateLimiter:
+    """At most `per_minute` requests per key in any minute (a token bucket refilled evenly)."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float]):
+        self.per_minute, self.clock = per_minute, clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> float:
+        """0 when a request may go now, else the seconds until one may."""
+        now = self.clock()
+        with self._lock:
+            tokens, then = self._buckets.get(key, (float(self.per_minute), now))
+            tokens = min(self.per_minute, tokens + (now - then) * self.per_minute / 60)
+            if tokens < 1:
+                self._buckets[key] = (tokens, now)
+                return (1 - tokens) * 60 / self.per_minute
+            self._buckets[key] = (tokens - 1, now)
+            return 0.0
+
+
+class Metrics:
+    """Counters in the Prometheus text format."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: Counter[tuple[str, str]] = Counter()
+        self.sums: defaultdict[str, float] = defaultdict(float)
+
+    def count(self, endpoint: str, outcome: str) -> None:
+        with self._lock:
+            self.requests[endpoint, outcome] += 1
+
+    def add(self, name: str, value: float) -> None:
+        with self._lock:
+            self.sums[name] += value
+
+    def text(self) -> str:
+        with self._lock:
+            lines = [
+                "# HELP gridrail_requests_total Requests by endpoint and outcome.",
+                "# TYPE gridrail_requests_total counter",
+            ]
+            for (endpoint, outcome), n in sorted(self.requests.items()):
+                lines.append(
+                    f'gridrail_requests_total{{endpoint="{endpoint}",outcome="{outcome}"}} {n}'
+                )
+            for name, value in sorted(self.sums.items()):
+                lines += [f"# TYPE gridrail_{name} counter", f"gridrail_{name} {value}"]
+        return "\n".join(lines) + "\n"
+
+
+def create_app(service: Service) -> FastAPI:
+    app = FastAPI(
+        title="gridrail",
+        version="1",
+        description="SQL a role may run: checked, generated under the role's mask, audited.",
+    )
+    app.state.service = service
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        service.metrics.count(request.url.path, exc.code)
+        return _error(exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+        service.metrics.count(request.url.path, "malformed")
+        what = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return _error(422, "malformed", f"the request body is not what this endpoint takes: {what}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        declared = request.headers.get("content-length")
+        too_big = declared is not None and (
+            not declared.isdigit() or int(declared) > service.max_body_bytes
+        )
+        if not too_big and request.method in ("POST", "PUT", "PATCH"):
+            body = b""
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > service.max_body_bytes:
+                    too_big = True
+                    break
+            else:
+                request._body = body  # the endpoint reads the body already received
+        if too_big:
+            service.metrics.count(request.url.path, "too_large")
+            return _error(
+                413, "too_large", f"the request body is over {service.max_body_bytes} bytes"
+            )
+        return await call_next(request)
+
+    def caller(
+        authorization: str | None = Header(default=None),
+        x_gridrail_role: str | None = Header(default=None),
+    ) -> tuple[Principal, str | None]:
+        key = None
+        if authorization and authorization.lower().startswith("bearer "):
+            key = authorization[7:].strip()
+        principal = service.keys.principal(key)
+        if principal is None:
+            raise ApiError(
+                401, "unauthenticated", "give a gridrail API key: Authorization: Bearer <key>",
+                {"WWW-Authenticate": "Bearer"},
+            )  # fmt: skip
+        wait = service.limiter.take(principal.name)
+        if wait > 0:
+            seconds = max(1, round(wait))
+            raise ApiError(
+                429, "rate_limited", f"too many requests for this key; retry in {seconds} s",
+                {"Retry-After": str(seconds)},
+            )  # fmt: skip
+        if x_gridrail_role is None:
+            role = principal.roles[0] if len(principal.roles) == 1 else None
+        elif x_gridrail_role in principal.roles:
+            role = x_gridrail_role
+        else:
+            raise ApiError(403, "forbidden", f"this key may not act as role {x_gridrail_role!r}")
+        return principal, role
+
+    def acting_role(found: tuple[Principal, str | None]) -> str:
+        principal, role = found
+        if role is None:
+            if not principal.roles:
+                raise ApiError(403, "forbidden", "this key holds no role of the policy")
+            raise ApiError(
+                403, "role_required",
+                f"this key holds several roles ({', '.join(principal.roles)}): "
+                "choose one with X-Gridrail-Role",
+            )  # fmt: skip
+        return role
+
+    @app.get("/healthz")
+    def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> str:
+        return service.metrics.text()
+
+    @app.post("/v1/check")
+    def check(body: CheckRequest, found=Depends(caller)) -> dict:  # noqa: B008
+        role = acting_role(found)
+        violations = service.checking_guide(role).check(body.sql)
+        verdict = "clean"
+        if violations:
+            outside = violations[0].kind == "outside_language"
+            verdict = "outside_language" if outside else "violations"
+        service.metrics.count("/v1/check", verdict)
+        return {"role": role, "verdict": verdict, "violations": [_violation(v) for v in violations]}
+
+    @app.post("/v1/ask")
+    def ask_question(body: AskRequest, found=Depends(caller)) -> dict:  # noqa: B008
+        principal, _ = found
+        role = acting_role(found)
+        if service.model is None:
+            raise ApiError(
+                503, "no_model", "this server was started without a model: /v1/check only"
+            )
+        guide = service.asking_guide(role)
+        writes = bool(guide.view.role.statements - {"select"})
+        started = time.perf_counter()
+        with service.model_lock:
+            answer = ask(
+                body.question, guide, service.model, max_tokens=body.max_tokens,
+                candidates=body.candidates or (1 if writes else DEFAULT_CANDIDATES),
+                database=service.database, run=body.execute and not writes,
+            )  # fmt: skip
+        seconds = time.perf_counter() - started
+        result = answer.result if body.execute and not writes else None
+        audit_id = service.store.put(principal.name, role, answer)
+        service.metrics.add("ask_seconds_total", seconds)
+        service.metrics.add("tokens_total", sum(len(a.generation.tokens) for a in answer.attempts))
+        outcome = "violations" if answer.violations else ("ran" if result else "answered")
+        service.metrics.count("/v1/ask", outcome)
+        out = {
+            "role": role,
+            "sql": answer.sql,
+            "violations": [_violation(v) for v in answer.violations],
+            "audit_id": audit_id,
+            "attempts": len(answer.attempts),
+            "seconds": round(seconds, 3),
+            "executed": result is not None,
+        }
+        if result is not None:
+            out["columns"], out["rows"] = list(result.columns), [list(r) for r in result.rows]
+        elif body.execute:
+            out["not_executed"] = (
+                "the role writes: its statements are not run by the service"
+                if writes
+                else (answer.error or "the answer did not run")
+            )
+        return out
+
+    @app.get("/v1/audit/{audit_id}")
+    def audit(audit_id: str, found=Depends(caller)) -> dict:  # noqa: B008
+        principal, _ = found
+        if not principal.auditor:
+            raise ApiError(403, "forbidden", "reading audit records needs the audit permission")
+        record = service.store.get(audit_id)
+        if record is None:
+            raise ApiError(404, "not_found", f"no audit record {audit_id!r}")
+        service.metrics.count("/v1/audit", "read")
+        return record
+
+    return app
+
+
+def _violation(v) -> dict:
+    return {
+        "kind": v.kind, "message": v.message, "start": v.start, "end": v.end,
+        "table": v.table, "column": v.column,
+    }  # fmt: skip
+
+
+def _error(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers)

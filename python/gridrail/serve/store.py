@@ -1,0 +1,88 @@
+"""The audit store: every answer of `/v1/ask` with its audit logs (all attempts and candidates),
+in a SQLite database, one row per request, written in one transaction (a crash leaves a request
+either whole or absent). Reading a record back verifies each log's hash chain."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gridrail.ask import Answer
+from gridrail.audit import AuditError, AuditLog, verify
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    role TEXT NOT NULL,
+    question TEXT NOT NULL,
+    sql TEXT NOT NULL,
+    ran INTEGER NOT NULL,
+    logs TEXT NOT NULL  -- JSON: per attempt, its log's lines (records, then the seal)
+)
+"""
+
+
+class AuditStore:
+    """Answers and their logs in the SQLite file at `path` (created if absent)."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = FULL")  # a stored answer survives a crash
+        self._db.execute(SCHEMA)
+
+    def put(self, principal: str, role: str, answer: Answer) -> str:
+        """Store `answer` (its question, chosen SQL, whether it ran, every attempt's log);
+        its id."""
+        audit_id = uuid.uuid4().hex
+        logs = [a.generation.audit.lines() for a in answer.attempts if a.generation.audit]
+        row = (
+            audit_id,
+            datetime.now(UTC).isoformat(timespec="milliseconds"),
+            principal,
+            role,
+            answer.question,
+            answer.sql,
+            int(answer.result is not None),
+            json.dumps(logs),
+        )
+        with self._lock:
+            self._db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+        return audit_id
+
+    def get(self, audit_id: str) -> dict | None:
+        """The stored answer, each log's lines and whether every chain verifies."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, created, principal, role, question, sql, ran, logs FROM answers "
+                "WHERE id = ?",
+                (audit_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        keys = ("id", "created", "principal", "role", "question", "sql", "ran")
+        record = dict(zip(keys, row[:7], strict=True))
+        record["ran"] = bool(record["ran"])
+        record["logs"] = json.loads(row[7])
+        record["verified"] = all(_verifies(lines) for lines in record["logs"])
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _verifies(lines: list[str]) -> bool:
+    try:
+        verify(AuditLog.parse(lines))
+    except AuditError:
+        return False
+    return True
