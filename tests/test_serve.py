@@ -153,6 +153,12 @@ def test_malformed_and_oversized_bodies(client: TestClient, keys) -> None:
     assert r.status_code == 422
     r = client.post("/v1/check", content=b"x" * (65 * 1024), headers=headers)
     assert r.status_code == 413 and r.json()["error"] == "too_large"
+    # chunked, without a Content-Length: counted as it arrives
+    chunks = iter([b'{"sql": "' + b"x" * 40_000, b"x" * 40_000 + b'"}'])
+    r = client.post("/v1/check", content=chunks, headers=headers)
+    assert r.status_code == 413 and r.json()["error"] == "too_large"
+    r = client.post("/v1/check", content=iter([b'{"sql": ', b'"SELECT 1;"}']), headers=headers)
+    assert r.status_code == 200 and r.json()["verdict"] == "clean"
     r = client.get("/v2/nothing")
     assert r.status_code == 404 and r.json()["error"] == "not_found"
 
@@ -253,3 +259,24 @@ def test_ask_with_the_default_model(keys, hr_db: Path, tmp_path: Path) -> None:
     assert out["attempts"] >= 2
     record = client.get(f"/v1/audit/{out['audit_id']}", headers=_as(keys["auditor"])).json()
     assert record["verified"] and record["sql"] == out["sql"]
+
+
+def test_every_stored_answer_verifies_from_the_command_line(client: TestClient, keys) -> None:
+    for question in ("How many orders?", "Who works in sales?"):
+        r = client.post("/v1/ask", json={"question": question}, headers=_as(keys["analyst"]))
+        assert r.status_code == 200
+    store = client.app.state.service.store.path
+    out = io.StringIO()
+    assert main(["audit", "verify", "--store", store], out) == 0
+    assert "2 of 2 stored answers intact" in out.getvalue()
+    # an edited record is found, and named
+    with closing(sqlite3.connect(store)) as db, db:
+        (audit_id, logs) = db.execute("SELECT id, logs FROM answers LIMIT 1").fetchone()
+        edited = json.loads(logs)
+        edited[0][0] = edited[0][0].replace('"step":0', '"step":1')
+        db.execute("UPDATE answers SET logs = ? WHERE id = ?", (json.dumps(edited), audit_id))
+    out = io.StringIO()
+    assert main(["audit", "verify", "--store", store], out) == 1
+    assert f"answer {audit_id}: not intact" in out.getvalue()
+    assert "1 of 2 stored answers intact" in out.getvalue()
+    assert main(["audit", "verify", "--store", store + ".absent"], io.StringIO()) == 2

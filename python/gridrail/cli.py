@@ -171,6 +171,10 @@ def _audit_failure(out: TextIO, path: str, exc: AuditError | ArchiveError) -> in
 
 
 def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
+    if (args.log is None) == (args.store is None):
+        raise UsageError("give one LOG or --store FILE")
+    if args.store is not None:
+        return _verify_store(args.store, out)
     public_key = load_public_key(args.public_key) if args.public_key else None
     try:
         log = _read_log(args.log)
@@ -189,6 +193,20 @@ def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write("\n")
     return 0
+
+
+def _verify_store(path: str, out: TextIO) -> int:
+    from gridrail.serve.store import AuditStore
+
+    store = AuditStore(path, create=False)
+    try:
+        count, bad = store.verify_all()
+    finally:
+        store.close()
+    for audit_id, why in bad:
+        out.write(f"{path}: answer {audit_id}: not intact: {why}\n")
+    out.write(f"{path}: {count - len(bad)} of {count} stored answers intact\n")
+    return 1 if bad else 0
 
 
 def cmd_audit_keygen(args: argparse.Namespace, out: TextIO) -> int:
@@ -637,7 +655,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit = a.add_subparsers(dest="audit_command", required=True)
     v = audit.add_parser("verify", help="is LOG's hash chain intact and sealed")
-    v.add_argument("log", metavar="LOG")
+    v.add_argument("log", metavar="LOG", nargs="?")
+    v.add_argument(
+        "--store",
+        metavar="FILE",
+        help="instead of LOG: verify every answer `gridrail serve` stored in this audit store",
+    )
     v.add_argument(
         "--public-key",
         metavar="KEY.pub",

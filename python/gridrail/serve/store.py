@@ -31,7 +31,9 @@ CREATE TABLE IF NOT EXISTS answers (
 class AuditStore:
     """Answers and their logs in the SQLite file at `path` (created if absent)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, create: bool = True):
+        if not create and not Path(path).is_file():
+            raise OSError(f"{path}: no audit store there")
         self.path = str(path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -75,14 +77,33 @@ class AuditStore:
         record["verified"] = all(_verifies(lines) for lines in record["logs"])
         return record
 
+    def verify_all(self) -> tuple[int, list[tuple[str, str]]]:
+        """How many stored answers there are, and (id, why) for each whose logs do not all
+        verify."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, logs FROM answers ORDER BY created").fetchall()
+        bad = []
+        for audit_id, logs in rows:
+            for n, lines in enumerate(json.loads(logs), 1):
+                why = _failure(lines)
+                if why is not None:
+                    bad.append((audit_id, f"log {n}: {why}"))
+                    break
+        return len(rows), bad
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
 
 def _verifies(lines: list[str]) -> bool:
+    return _failure(lines) is None
+
+
+def _failure(lines: list[str]) -> str | None:
+    """Why the log of `lines` does not verify, or None."""
     try:
         verify(AuditLog.parse(lines))
-    except AuditError:
-        return False
-    return True
+    except AuditError as exc:
+        return str(exc)
+    return None
