@@ -280,3 +280,19 @@ def test_every_stored_answer_verifies_from_the_command_line(client: TestClient, 
     assert f"answer {audit_id}: not intact" in out.getvalue()
     assert "1 of 2 stored answers intact" in out.getvalue()
     assert main(["audit", "verify", "--store", store + ".absent"], io.StringIO()) == 2
+
+
+def test_one_json_log_line_per_request_names_the_principal_never_the_key(
+    client: TestClient, keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="gridrail.serve")
+    r = client.post("/v1/check", json={"sql": "SELECT 1;"}, headers=_as(keys["analyst"]))
+    assert r.headers["x-request-id"]
+    client.post("/v1/check", json={"sql": "SELECT 1;"}, headers={"X-Request-Id": "abc"})
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "gridrail.serve"]
+    assert lines[0] | {"seconds": 0} == {
+        "request_id": r.headers["x-request-id"], "method": "POST", "path": "/v1/check",
+        "status": 200, "outcome": "clean", "principal": "ana", "role": "analyst", "seconds": 0,
+    }  # fmt: skip
+    assert lines[1]["request_id"] == "abc" and lines[1]["outcome"] == "unauthenticated"
+    assert all(keys["analyst"] not in record.getMessage() for record in caplog.records)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import sys
 import time
@@ -864,6 +865,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+GRACEFUL_SHUTDOWN_S = 60  # how long `serve` lets requests in flight finish when told to stop
+
+
 def cmd_keys_add(args: argparse.Namespace, out: TextIO) -> int:
     from gridrail.serve.keys import add_key
 
@@ -893,8 +897,20 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     keys = KeyStore.read(args.keys)
     model = None if args.no_model else load_model(args.model, progress.say, args.runtime)
     service = Service(database, policy, keys, AuditStore(args.audit_store), model)
+    requests = logging.getLogger("gridrail.serve")  # one JSON line per request, on stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    requests.addHandler(handler)
+    requests.setLevel(logging.INFO)
+    requests.propagate = False
     progress.say(f"serving {args.db} on http://{args.host}:{args.port}")
-    uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+    # on SIGTERM / Ctrl-C uvicorn stops accepting and lets requests in flight finish (each
+    # stored answer is its own committed transaction: nothing is left to flush)
+    uvicorn.run(
+        create_app(service), host=args.host, port=args.port, access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )  # fmt: skip
+    service.store.close()
     return 0
 
 

@@ -16,8 +16,11 @@ not wait for it. Guides are compiled once per role through the registry (single-
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +42,7 @@ from gridrail.serve.keys import KeyStore, Principal
 from gridrail.serve.store import AuditStore
 from gridrail.vocab import Vocabulary
 
+LOG = logging.getLogger("gridrail.serve")  # one JSON line per request
 MAX_BODY_BYTES = 64 * 1024
 MAX_SQL_CHARS = 20_000
 MAX_QUESTION_CHARS = 2_000
@@ -164,11 +168,13 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        request.state.outcome = exc.code
         service.metrics.count(request.url.path, exc.code)
         return _error(exc.status, exc.code, exc.message, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+        request.state.outcome = "malformed"
         service.metrics.count(request.url.path, "malformed")
         what = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _error(422, "malformed", f"the request body is not what this endpoint takes: {what}")
@@ -179,7 +185,31 @@ def create_app(service: Service) -> FastAPI:
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
     @app.middleware("http")
-    async def limit_body(request: Request, call_next):
+    async def each_request(request: Request, call_next):
+        """Give the request an id, refuse a body over the limit (counted as it arrives, with or
+        without a Content-Length), and log one JSON line when it is answered."""
+        started = time.perf_counter()
+        request.state.id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        response = await _limited(request, call_next)
+        response.headers["X-Request-Id"] = request.state.id
+        state = request.state
+        LOG.info(
+            json.dumps(
+                {
+                    "request_id": state.id,
+                    "method": request.method,
+                    "path": request.url.path,
+                    "status": response.status_code,
+                    "outcome": getattr(state, "outcome", None),
+                    "principal": getattr(state, "principal", None),
+                    "role": getattr(state, "role", None),
+                    "seconds": round(time.perf_counter() - started, 4),
+                }
+            )
+        )
+        return response
+
+    async def _limited(request: Request, call_next):
         declared = request.headers.get("content-length")
         too_big = declared is not None and (
             not declared.isdigit() or int(declared) > service.max_body_bytes
@@ -194,6 +224,7 @@ def create_app(service: Service) -> FastAPI:
             else:
                 request._body = body  # the endpoint reads the body already received
         if too_big:
+            request.state.outcome = "too_large"
             service.metrics.count(request.url.path, "too_large")
             return _error(
                 413, "too_large", f"the request body is over {service.max_body_bytes} bytes"
@@ -201,6 +232,7 @@ def create_app(service: Service) -> FastAPI:
         return await call_next(request)
 
     def caller(
+        request: Request,
         authorization: str | None = Header(default=None),
         x_gridrail_role: str | None = Header(default=None),
     ) -> tuple[Principal, str | None]:
@@ -213,6 +245,7 @@ def create_app(service: Service) -> FastAPI:
                 401, "unauthenticated", "give a gridrail API key: Authorization: Bearer <key>",
                 {"WWW-Authenticate": "Bearer"},
             )  # fmt: skip
+        request.state.principal = principal.name  # logged: who, never the key
         wait = service.limiter.take(principal.name)
         if wait > 0:
             seconds = max(1, round(wait))
@@ -226,6 +259,7 @@ def create_app(service: Service) -> FastAPI:
             role = x_gridrail_role
         else:
             raise ApiError(403, "forbidden", f"this key may not act as role {x_gridrail_role!r}")
+        request.state.role = role
         return principal, role
 
     def acting_role(found: tuple[Principal, str | None]) -> str:
@@ -249,7 +283,7 @@ def create_app(service: Service) -> FastAPI:
         return service.metrics.text()
 
     @app.post("/v1/check")
-    def check(body: CheckRequest, found=Depends(caller)) -> dict:  # noqa: B008
+    def check(request: Request, body: CheckRequest, found=Depends(caller)) -> dict:  # noqa: B008
         role = acting_role(found)
         violations = service.checking_guide(role).check(body.sql)
         verdict = "clean"
@@ -257,10 +291,11 @@ def create_app(service: Service) -> FastAPI:
             outside = violations[0].kind == "outside_language"
             verdict = "outside_language" if outside else "violations"
         service.metrics.count("/v1/check", verdict)
+        request.state.outcome = verdict
         return {"role": role, "verdict": verdict, "violations": [_violation(v) for v in violations]}
 
     @app.post("/v1/ask")
-    def ask_question(body: AskRequest, found=Depends(caller)) -> dict:  # noqa: B008
+    def ask_question(request: Request, body: AskRequest, found=Depends(caller)) -> dict:  # noqa: B008
         principal, _ = found
         role = acting_role(found)
         if service.model is None:
@@ -283,6 +318,7 @@ def create_app(service: Service) -> FastAPI:
         service.metrics.add("tokens_total", sum(len(a.generation.tokens) for a in answer.attempts))
         outcome = "violations" if answer.violations else ("ran" if result else "answered")
         service.metrics.count("/v1/ask", outcome)
+        request.state.outcome = outcome
         out = {
             "role": role,
             "sql": answer.sql,
@@ -303,7 +339,7 @@ def create_app(service: Service) -> FastAPI:
         return out
 
     @app.get("/v1/audit/{audit_id}")
-    def audit(audit_id: str, found=Depends(caller)) -> dict:  # noqa: B008
+    def audit(request: Request, audit_id: str, found=Depends(caller)) -> dict:  # noqa: B008
         principal, _ = found
         if not principal.auditor:
             raise ApiError(403, "forbidden", "reading audit records needs the audit permission")
@@ -311,6 +347,7 @@ def create_app(service: Service) -> FastAPI:
         if record is None:
             raise ApiError(404, "not_found", f"no audit record {audit_id!r}")
         service.metrics.count("/v1/audit", "read")
+        request.state.outcome = "read"
         return record
 
     return app
