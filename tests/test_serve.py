@@ -7,10 +7,18 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import socket
 import sqlite3
+import subprocess
+import sys
+import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -296,3 +304,74 @@ def test_one_json_log_line_per_request_names_the_principal_never_the_key(
     }  # fmt: skip
     assert lines[1]["request_id"] == "abc" and lines[1]["outcome"] == "unauthenticated"
     assert all(keys["analyst"] not in record.getMessage() for record in caplog.records)
+
+
+def _free_port() -> int:
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(hr_db: Path, keys_path: str, store: Path, port: int) -> subprocess.Popen:
+    """`gridrail serve` in a child process with the default model, once /healthz answers."""
+    argv = [
+        sys.executable, "-m", "gridrail.cli", "serve", "--db", str(hr_db), "--policy",
+        str(HR_POLICY), "--keys", keys_path, "--audit-store", str(store), "--port", str(port),
+    ]  # fmt: skip
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert server.poll() is None, server.stderr.read().decode()
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.TransportError:
+            time.sleep(0.2)
+    server.kill()
+    raise AssertionError("gridrail serve did not come up")
+
+
+def test_a_server_killed_mid_request_leaves_no_partial_record(keys, hr_db, tmp_path) -> None:
+    """kill -9 while answers are in flight, start again on the same store: every stored answer
+    is whole and verifies (each is one committed transaction), and the store still takes new
+    ones."""
+    store, port = tmp_path / "audit.sqlite", _free_port()
+    server = _serve(hr_db, keys["path"], store, port)
+    url, headers = f"http://127.0.0.1:{port}", _as(keys["analyst"])
+    body = {"question": "How many orders are there?", "candidates": 1, "max_tokens": 32}
+    answered: list[int] = []
+
+    def one() -> None:
+        try:
+            r = httpx.post(f"{url}/v1/ask", json=body, headers=headers, timeout=120)
+            answered.append(r.status_code)
+        except httpx.TransportError:
+            pass  # the server was killed under it
+
+    try:
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 120
+        while not answered and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert answered and set(answered) == {200}  # the others queued behind the model
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        server.kill()
+    server = _serve(hr_db, keys["path"], store, port)
+    try:
+        r = httpx.post(f"{url}/v1/ask", json=body, headers=headers, timeout=120)
+        assert r.status_code == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    out = io.StringIO()
+    assert main(["audit", "verify", "--store", str(store)], out) == 0, out.getvalue()
+    with closing(sqlite3.connect(store)) as db:
+        (count,) = db.execute("SELECT count(*) FROM answers").fetchone()
+    assert len([c for c in answered if c == 200]) + 1 <= count
+    assert f"{count} of {count} stored answers intact" in out.getvalue()
