@@ -375,3 +375,20 @@ def test_a_server_killed_mid_request_leaves_no_partial_record(keys, hr_db, tmp_p
         (count,) = db.execute("SELECT count(*) FROM answers").fetchone()
     assert len([c for c in answered if c == 200]) + 1 <= count
     assert f"{count} of {count} stored answers intact" in out.getvalue()
+
+
+def test_a_changed_catalog_is_served_after_the_refresh(
+    client: TestClient, keys, hr_db: Path, clock: Clock
+) -> None:
+    def verdict() -> str:
+        r = client.post(
+            "/v1/check", json={"sql": "SELECT note FROM orders;"}, headers=_as(keys["analyst"])
+        )
+        return r.json()["verdict"]
+
+    assert verdict() == "outside_language"  # no column note
+    with closing(sqlite3.connect(hr_db)) as db, db:
+        db.execute("ALTER TABLE orders ADD COLUMN note TEXT")
+    assert verdict() == "outside_language"  # the catalog read at most 5 s ago
+    clock.now += 5.0
+    assert verdict() == "clean"

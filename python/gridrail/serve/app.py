@@ -38,6 +38,7 @@ from gridrail.guide import Guide, compile
 from gridrail.models import LanguageModel
 from gridrail.policy.bundle import Policy
 from gridrail.policy.profile import GenerationProfile
+from gridrail.policy.schema import Schema
 from gridrail.serve.keys import KeyStore, Principal
 from gridrail.serve.store import AuditStore
 from gridrail.vocab import Vocabulary
@@ -47,6 +48,7 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_SQL_CHARS = 20_000
 MAX_QUESTION_CHARS = 2_000
 REQUESTS_PER_MINUTE = 120  # per key
+SCHEMA_REFRESH_S = 5.0  # how stale the catalog a new request is judged against may be
 # /v1/check judges SQL written elsewhere: its guides need no model, only some vocabulary
 BYTE_VOCABULARY = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_token_ids=256)
 
@@ -85,13 +87,26 @@ class Service:
     grammar: Grammar = field(default_factory=lambda: Grammar.bundled("sqlite"))
     requests_per_minute: int = REQUESTS_PER_MINUTE
     max_body_bytes: int = MAX_BODY_BYTES
+    schema_refresh_s: float = SCHEMA_REFRESH_S
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        self.schema = self.database.schema()
+        self._schema = self.database.schema()
+        self._schema_read = self.clock()
+        self._schema_lock = threading.Lock()
         self.metrics = Metrics()
         self.model_lock = threading.Lock()
         self.limiter = RateLimiter(self.requests_per_minute, self.clock)
+
+    @property
+    def schema(self) -> Schema:
+        """The catalog, read again when `schema_refresh_s` have passed: a changed one has
+        another fingerprint, so new requests get guides of the new catalog (compiled once, by
+        the registry) while those in flight keep theirs."""
+        with self._schema_lock:
+            if self.clock() - self._schema_read >= self.schema_refresh_s:
+                self._schema, self._schema_read = self.database.schema(), self.clock()
+            return self._schema
 
     def checking_guide(self, role: str) -> Guide:
         return compile(
@@ -288,7 +303,7 @@ def create_app(service: Service) -> FastAPI:
         violations = service.checking_guide(role).check(body.sql)
         verdict = "clean"
         if violations:
-            outside = violations[0].kind == "outside_language"
+            outside = any(v.kind == "outside_language" for v in violations)
             verdict = "outside_language" if outside else "violations"
         service.metrics.count("/v1/check", verdict)
         request.state.outcome = verdict
