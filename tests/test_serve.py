@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 import gridrail as gr
@@ -198,8 +200,13 @@ def test_ask_answers_runs_and_stores_a_verified_audit_record(client: TestClient,
     assert record["verified"] and record["principal"] == "ana" and record["role"] == "analyst"
     assert record["question"] == "How many orders?" and record["sql"] == out["sql"]
     assert len(record["logs"]) == out["attempts"] >= 1
-    # only the audit permission reads records
+    steps = record["steps"]  # the chosen answer's steps, spelled
+    assert "".join(s["token"] for s in steps if s["kind"] != "eos") == out["sql"]
+    assert steps[-1]["kind"] == "eos" and all(s["blocked"] >= 0 for s in steps)
+    # its asker reads it too; another key without the audit permission does not
     r = client.get(f"/v1/audit/{out['audit_id']}", headers=_as(keys["analyst"]))
+    assert r.status_code == 200 and r.json()["verified"]
+    r = client.get(f"/v1/audit/{out['audit_id']}", headers=_as(keys["two"], "analyst"))
     assert r.status_code == 403
     r = client.get("/v1/audit/0123", headers=_as(keys["auditor"]))
     assert r.status_code == 404 and r.json()["error"] == "not_found"
@@ -229,6 +236,8 @@ def test_metrics_and_the_openapi_document(client: TestClient, keys) -> None:
     assert 'gridrail_requests_total{endpoint="/v1/check",outcome="clean"} 1' in text
     assert 'gridrail_requests_total{endpoint="/v1/check",outcome="unauthenticated"} 1' in text
     assert client.get("/healthz").json() == {"status": "ok"}
+    page = client.get("/")
+    assert page.status_code == 200 and "<title>gridrail</title>" in page.text
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/check", "/v1/ask", "/v1/audit/{audit_id}"} <= set(paths)
 
@@ -392,3 +401,58 @@ def test_a_changed_catalog_is_served_after_the_refresh(
     assert verdict() == "outside_language"  # the catalog read at most 5 s ago
     clock.now += 5.0
     assert verdict() == "clean"
+
+
+def test_the_page_asks_and_shows_the_rows_in_a_real_browser(keys, hr_db, tmp_path) -> None:
+    """Chromium (Debian's, headless, driven by selenium) opens the page, enters the key and a
+    question, and reads back the SQL, the rows and the audit record's steps; the screenshot is
+    kept in build/test-artifacts/ (its path is printed)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service as ChromeService
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver_path = shutil.which("chromedriver")
+    if driver_path is None or shutil.which("chromium") is None:
+        pytest.skip("needs Debian's chromium and chromium-driver (make install adds them)")
+    service = Service(
+        Database.open(str(hr_db)),
+        gr.Policy.from_file(HR_POLICY),
+        KeyStore.read(keys["path"]),
+        AuditStore(tmp_path / "audit.sqlite"),
+        ByQuestion("by-question", None, None, _small_vocab()),
+    )
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,1300"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(options=options, service=ChromeService(driver_path))
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        browser.get(f"http://127.0.0.1:{port}/")
+        browser.find_element(By.ID, "key").send_keys(keys["analyst"])
+        browser.find_element(By.ID, "question").send_keys("How many orders?")
+        browser.find_element(By.ID, "ask").click()
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "answer").is_displayed())
+        assert browser.find_element(By.ID, "sql").text == "SELECT count(*) FROM orders;"
+        cells = browser.find_elements(By.CSS_SELECTOR, "#rows td")
+        with closing(sqlite3.connect(hr_db)) as db:
+            (count,) = db.execute("SELECT count(*) FROM orders").fetchone()
+        assert [c.text for c in cells] == [str(count)]
+        assert "Hash chain verified." in browser.find_element(By.ID, "audit").text
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#audit tr")) > 3
+        artifacts = Path(__file__).resolve().parent.parent / "build" / "test-artifacts"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        shot = artifacts / "serve-page.png"
+        assert browser.save_screenshot(str(shot))
+        print(f"screenshot: {shot}")
+    finally:
+        browser.quit()
+        server.should_exit = True
+        thread.join(timeout=30)

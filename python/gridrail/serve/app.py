@@ -24,14 +24,16 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_MAX_TOKENS, ask
+from gridrail.audit import AuditLog
 from gridrail.database import Database
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, compile
@@ -44,6 +46,7 @@ from gridrail.serve.store import AuditStore
 from gridrail.vocab import Vocabulary
 
 LOG = logging.getLogger("gridrail.serve")  # one JSON line per request
+PAGE = resources.files("gridrail.serve").joinpath("page.html").read_text(encoding="utf-8")
 MAX_BODY_BYTES = 64 * 1024
 MAX_SQL_CHARS = 20_000
 MAX_QUESTION_CHARS = 2_000
@@ -289,6 +292,10 @@ def create_app(service: Service) -> FastAPI:
             )  # fmt: skip
         return role
 
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page() -> str:
+        return PAGE
+
     @app.get("/healthz")
     def healthz() -> dict:
         return {"status": "ok"}
@@ -356,16 +363,47 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/v1/audit/{audit_id}")
     def audit(request: Request, audit_id: str, found=Depends(caller)) -> dict:  # noqa: B008
         principal, _ = found
-        if not principal.auditor:
-            raise ApiError(403, "forbidden", "reading audit records needs the audit permission")
         record = service.store.get(audit_id)
+        # the audit permission reads every record; a principal its own answers' records
+        if not principal.auditor and (record is None or record["principal"] != principal.name):
+            raise ApiError(403, "forbidden", "reading this audit record needs the audit permission")
         if record is None:
             raise ApiError(404, "not_found", f"no audit record {audit_id!r}")
+        record["steps"] = _steps(record["logs"], service.model)
         service.metrics.count("/v1/audit", "read")
         request.state.outcome = "read"
         return record
 
     return app
+
+
+def _steps(logs: list[list[str]], model: LanguageModel | None) -> list[dict]:
+    """The chosen answer's steps (its log is the one sealed "chosen", else the last): kind,
+    the token as text (its id without a model to spell it), tokens the mask blocked."""
+    parsed = [AuditLog.parse(lines) for lines in logs]
+    chosen = next(
+        (log for log in parsed if (log.seal_record or {}).get("mode", {}).get("chosen")),
+        parsed[-1] if parsed else None,
+    )
+    out = []
+    for record in chosen.records if chosen is not None else []:
+        token = record["token"]
+        if record["kind"] == "rollback":
+            text = f"(back {token})"
+        elif model is None:
+            text = str(token)
+        else:
+            spelled = model.vocab.token_bytes(token)
+            text = "<eos>" if spelled is None else spelled.decode("utf-8", "replace")
+        out.append(
+            {
+                "step": record["step"],
+                "kind": record["kind"],
+                "token": text,
+                "blocked": record["blocked"],
+            }
+        )
+    return out
 
 
 def _violation(v) -> dict:
