@@ -203,6 +203,11 @@ def test_ask_answers_runs_and_stores_a_verified_audit_record(client: TestClient,
     steps = record["steps"]  # the chosen answer's steps, spelled
     assert "".join(s["token"] for s in steps if s["kind"] != "eos") == out["sql"]
     assert steps[-1]["kind"] == "eos" and all(s["blocked"] >= 0 for s in steps)
+    # each stored log replays against the store's archive, bit for bit
+    archive = client.app.state.service.store.archive
+    for lines in record["logs"]:
+        log = gr.audit.AuditLog.parse(lines)
+        assert gr.audit.replay(log, archive) == len(log.records)
     # its asker reads it too; another key without the audit permission does not
     r = client.get(f"/v1/audit/{out['audit_id']}", headers=_as(keys["analyst"]))
     assert r.status_code == 200 and r.json()["verified"]

@@ -335,7 +335,7 @@ def create_app(service: Service) -> FastAPI:
             )  # fmt: skip
         seconds = time.perf_counter() - started
         result = answer.result if body.execute and not writes else None
-        audit_id = service.store.put(principal.name, role, answer)
+        audit_id = service.store.put(principal.name, role, answer, guide)
         service.metrics.add("ask_seconds_total", seconds)
         service.metrics.add("tokens_total", sum(len(a.generation.tokens) for a in answer.attempts))
         outcome = "violations" if answer.violations else ("ran" if result else "answered")

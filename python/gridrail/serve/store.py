@@ -1,6 +1,8 @@
 """The audit store: every answer of `/v1/ask` with its audit logs (all attempts and candidates),
 in a SQLite database, one row per request, written in one transaction (a crash leaves a request
-either whole or absent). Reading a record back verifies each log's hash chain."""
+either whole or absent). Reading a record back verifies each log's hash chain. The artifacts a
+log replays against (grammar, vocabulary, lexicons) are archived once, content-addressed, in
+the directory beside the store (`<store>-archive`), as `gridrail ask --audit` archives them."""
 
 from __future__ import annotations
 
@@ -10,9 +12,14 @@ import threading
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from gridrail.archive import save_guide
 from gridrail.ask import Answer
 from gridrail.audit import AuditError, AuditLog, verify
+
+if TYPE_CHECKING:
+    from gridrail.guide import Guide
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -41,9 +48,15 @@ class AuditStore:
         self._db.execute("PRAGMA synchronous = FULL")  # a stored answer survives a crash
         self._db.execute(SCHEMA)
 
-    def put(self, principal: str, role: str, answer: Answer) -> str:
-        """Store `answer` (its question, chosen SQL, whether it ran, every attempt's log);
-        its id."""
+    @property
+    def archive(self) -> Path:
+        """Where the artifacts of the stored logs are archived."""
+        return Path(self.path).with_name(Path(self.path).stem + "-archive")
+
+    def put(self, principal: str, role: str, answer: Answer, guide: Guide) -> str:
+        """Store `answer` (its question, chosen SQL, whether it ran, every attempt's log) and
+        archive `guide`'s artifacts (once: the archive is content-addressed); its id."""
+        save_guide(guide, self.archive)
         audit_id = uuid.uuid4().hex
         logs = [a.generation.audit.lines() for a in answer.attempts if a.generation.audit]
         row = (
