@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -31,6 +30,10 @@ from gridrail.serve.app import Service, create_app
 from gridrail.serve.keys import KeysFileError, KeyStore, add_key, key_digest, revoke
 from gridrail.serve.store import AuditStore
 from test_batch import ANSWERS, EXAMPLES, HR_POLICY, ByQuestion
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import serve_load
+from serve_load import free_port
 from test_walk_arm import _small_vocab
 
 
@@ -320,12 +323,6 @@ def test_one_json_log_line_per_request_names_the_principal_never_the_key(
     assert all(keys["analyst"] not in record.getMessage() for record in caplog.records)
 
 
-def _free_port() -> int:
-    with closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(hr_db: Path, keys_path: str, store: Path, port: int) -> subprocess.Popen:
     """`gridrail serve` in a child process with the default model, once /healthz answers."""
     argv = [
@@ -349,7 +346,7 @@ def test_a_server_killed_mid_request_leaves_no_partial_record(keys, hr_db, tmp_p
     """kill -9 while answers are in flight, start again on the same store: every stored answer
     is whole and verifies (each is one committed transaction), and the store still takes new
     ones."""
-    store, port = tmp_path / "audit.sqlite", _free_port()
+    store, port = tmp_path / "audit.sqlite", free_port()
     server = _serve(hr_db, keys["path"], store, port)
     url, headers = f"http://127.0.0.1:{port}", _as(keys["analyst"])
     body = {"question": "How many orders are there?", "candidates": 1, "max_tokens": 32}
@@ -427,7 +424,7 @@ def test_the_page_asks_and_shows_the_rows_in_a_real_browser(keys, hr_db, tmp_pat
         AuditStore(tmp_path / "audit.sqlite"),
         ByQuestion("by-question", None, None, _small_vocab()),
     )
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning")
     )
@@ -461,3 +458,11 @@ def test_the_page_asks_and_shows_the_rows_in_a_real_browser(keys, hr_db, tmp_pat
         browser.quit()
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def test_under_load_no_answer_is_lost_or_unverifiable() -> None:
+    """bench/serve_load.py for a few seconds (the full 32 clients x 60 s in RESULTS): every
+    answered ask is stored and verifies; no request fails."""
+    out = serve_load.run(clients=8, seconds=3, candidates=1)
+    assert out["answered_asks"] > 0 and out["lost"] == 0 and out["unverifiable"] == 0
+    assert all(status.endswith(" 200") for status in out["statuses"]), out["statuses"]
