@@ -466,3 +466,14 @@ def test_under_load_no_answer_is_lost_or_unverifiable() -> None:
     out = serve_load.run(clients=8, seconds=3, candidates=1)
     assert out["answered_asks"] > 0 and out["lost"] == 0 and out["unverifiable"] == 0
     assert all(status.endswith(" 200") for status in out["statuses"]), out["statuses"]
+
+
+def test_found_by_the_fuzz_execute_false_and_candidates_of_a_writer(client, keys) -> None:
+    """tests/test_serve_fuzz.py found both: `execute: false` with several candidates was a
+    server error (choosing runs them read-only all the same), and a role that writes asking
+    for several candidates must be told it gets one."""
+    body = {"question": "How many orders?", "candidates": 2, "execute": False}
+    r = client.post("/v1/ask", json=body, headers=_as(keys["analyst"]))
+    assert r.status_code == 200 and not r.json()["executed"] and "rows" not in r.json()
+    r = client.post("/v1/ask", json=body, headers=_as(keys["two"], "clerk"))
+    assert r.status_code == 422 and "gets one" in r.json()["message"]

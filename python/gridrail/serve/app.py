@@ -197,6 +197,14 @@ def create_app(service: Service) -> FastAPI:
         what = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _error(422, "malformed", f"the request body is not what this endpoint takes: {what}")
 
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        # a defect, not the caller's doing: logged with the request id, answered as JSON
+        request.state.outcome = "internal"
+        service.metrics.count(request.url.path, "internal")
+        LOG.exception("request %s failed", getattr(request.state, "id", "?"))
+        return _error(500, "internal", f"gridrail failed on this request ({type(exc).__name__})")
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         codes = {404: "not_found", 405: "method_not_allowed"}
@@ -326,12 +334,19 @@ def create_app(service: Service) -> FastAPI:
             )
         guide = service.asking_guide(role)
         writes = bool(guide.view.role.statements - {"select"})
+        candidates = body.candidates or (1 if writes else DEFAULT_CANDIDATES)
+        if writes and candidates > 1:
+            raise ApiError(
+                422, "malformed",
+                "candidates are chosen by running them read-only: a role that writes gets one",
+            )  # fmt: skip
         started = time.perf_counter()
         with service.model_lock:
+            # a role that only reads has its candidates run read-only to choose among them,
+            # whether or not the caller wants the rows (`execute`)
             answer = ask(
                 body.question, guide, service.model, max_tokens=body.max_tokens,
-                candidates=body.candidates or (1 if writes else DEFAULT_CANDIDATES),
-                database=service.database, run=body.execute and not writes,
+                candidates=candidates, database=service.database, run=not writes,
             )  # fmt: skip
         seconds = time.perf_counter() - started
         result = answer.result if body.execute and not writes else None
