@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 import time
 import warnings
@@ -823,23 +824,39 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="the policy gateway as an HTTP service: the caller's key decides the role",
         epilog="API: POST /v1/check, POST /v1/ask, GET /v1/audit/{id}, GET /healthz, "
-        "GET /metrics; the OpenAPI document at /openapi.json",
+        "GET /metrics, the page at /; the OpenAPI document at /openapi.json. Every option "
+        "may come from the environment instead: GRIDRAIL_<OPTION> (GRIDRAIL_AUDIT_STORE, ...)",
     )
-    s.add_argument("--db", required=True, metavar="PATH|DSN", help="SQLite/DuckDB file or DSN")
-    s.add_argument("--policy", metavar="FILE", help="policy TOML (default: beside the database)")
-    s.add_argument("--keys", required=True, metavar="FILE", help="`gridrail keys add` writes it")
+
+    def env(option: str, default: str | None = None) -> dict:
+        """An option's default from GRIDRAIL_<OPTION>; required when neither is given."""
+        value = os.environ.get("GRIDRAIL_" + option.upper().replace("-", "_"), default)
+        return {"default": value} if value is not None else {"required": True}
+
+    s.add_argument("--db", metavar="PATH|DSN", help="SQLite/DuckDB file or DSN", **env("db"))
+    s.add_argument(
+        "--policy", metavar="FILE", help="policy TOML (default: beside the database)",
+        **env("policy", ""),
+    )  # fmt: skip
+    s.add_argument("--keys", metavar="FILE", help="`gridrail keys add` writes it", **env("keys"))
     s.add_argument(
         "--audit-store",
-        default="gridrail-audit.sqlite",
         metavar="FILE",
         help="SQLite file the answers and their audit logs are stored in "
         "(default: gridrail-audit.sqlite)",
+        **env("audit-store", "gridrail-audit.sqlite"),
     )
-    s.add_argument("--model", metavar="NAME|PATH", help="as for `gridrail ask`")
-    s.add_argument("--runtime", choices=RUNTIMES, default="auto", help="as for `gridrail ask`")
+    s.add_argument("--model", metavar="NAME|PATH", help="as for `gridrail ask`", **env("model", ""))
+    s.add_argument(
+        "--runtime", choices=RUNTIMES, help="as for `gridrail ask`", **env("runtime", "auto")
+    )
     s.add_argument("--no-model", action="store_true", help="serve /v1/check only (no /v1/ask)")
-    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    s.add_argument(
+        "--host", help="address to listen on (default: 127.0.0.1)", **env("host", "127.0.0.1")
+    )
+    s.add_argument(
+        "--port", type=int, help="port to listen on (default: 8000)", **env("port", "8000")
+    )
     s.set_defaults(run=cmd_serve)
 
     keys = sub.add_parser("keys", help="API keys of `gridrail serve`")
@@ -895,7 +912,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     database = Database.open(args.db)
     policy = Policy.from_file(args.policy or _policy_beside(database))
     keys = KeyStore.read(args.keys)
-    model = None if args.no_model else load_model(args.model, progress.say, args.runtime)
+    model = None if args.no_model else load_model(args.model or None, progress.say, args.runtime)
     service = Service(database, policy, keys, AuditStore(args.audit_store), model)
     requests = logging.getLogger("gridrail.serve")  # one JSON line per request, on stderr
     handler = logging.StreamHandler(sys.stderr)
