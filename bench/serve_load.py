@@ -8,7 +8,9 @@ audit store. `--clients` threads each keep one request in flight for `--seconds`
 `POST /v1/ask` (a question, `--candidates` candidates) and `POST /v1/check`. Reported per
 endpoint: requests, p50 / p99 latency; the throughput; and, at the end, the audit store checked:
 every answered ask must be stored (lost = answered − stored) and every stored record's chains
-must verify.
+must verify. `--cold-roles`: halfway through, four roles nobody has used yet make their first
+request (their guides compile meanwhile); reported: how long those took, and the warm requests'
+latency while one was compiling against the rest of the run (a cold role must not stall them).
 """
 
 from __future__ import annotations
@@ -44,13 +46,17 @@ QUESTIONS = ["How many orders?", "Who works in sales?"]
 CHECKS = ["SELECT name FROM employees;", "DELETE FROM orders;", "SELECT salary FROM employees;"]
 
 
-def run(clients: int, seconds: float, candidates: int) -> dict:
+COLD_ROLES = ("clerk", "auditor", "manager", "admin")
+
+
+def run(clients: int, seconds: float, candidates: int, cold_roles: bool = False) -> dict:
     assert all(q in ANSWERS for q in QUESTIONS)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "hr.sqlite"
         shutil.copy(ROOT / "examples" / "hr.sqlite", db)
         keys_file = Path(tmp) / "keys.json"
         key = add_key(keys_file, "load", ["analyst"])
+        cold_key = add_key(keys_file, "cold", list(COLD_ROLES))
         store = AuditStore(Path(tmp) / "audit.sqlite")
         service = Service(
             Database.open(str(db)),
@@ -70,8 +76,21 @@ def run(clients: int, seconds: float, candidates: int) -> dict:
             time.sleep(0.05)
         latencies: defaultdict[str, list[float]] = defaultdict(list)
         statuses: Counter[tuple[str, int]] = Counter()
+        windows: list[tuple[float, float]] = []  # (start, end) of each warm request
         lock = threading.Lock()
         stop = time.monotonic() + seconds
+        colds: list[tuple[str, float, float]] = []
+
+        def cold() -> None:
+            """Halfway through, the first request of each other role (its guide compiled)."""
+            time.sleep(seconds / 2)
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+                for role in COLD_ROLES:
+                    headers = {"Authorization": f"Bearer {cold_key}", "X-Gridrail-Role": role}
+                    began = time.monotonic()
+                    r = http.post("/v1/check", json={"sql": CHECKS[0]}, headers=headers)
+                    assert r.status_code == 200, r.text
+                    colds.append((role, began, time.monotonic()))
 
         def client(n: int) -> None:
             headers = {"Authorization": f"Bearer {key}"}
@@ -83,16 +102,19 @@ def run(clients: int, seconds: float, candidates: int) -> dict:
                         body = {"question": QUESTIONS[i // 2 % 2], "candidates": candidates}
                     else:
                         path, body = "/v1/check", {"sql": CHECKS[i // 2 % 3]}
-                    started = time.perf_counter()
+                    began = time.monotonic()
                     r = http.post(path, json=body, headers=headers)
-                    took = time.perf_counter() - started
+                    ended = time.monotonic()
                     with lock:
-                        latencies[path].append(took)
+                        latencies[path].append(ended - began)
                         statuses[path, r.status_code] += 1
+                        windows.append((began, ended))
                     i += 1
 
         started = time.perf_counter()
         threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+        if cold_roles:
+            threads.append(threading.Thread(target=cold))
         for t in threads:
             t.start()
         for t in threads:
@@ -114,6 +136,8 @@ def run(clients: int, seconds: float, candidates: int) -> dict:
         "lost": answered - stored,
         "unverifiable": len(unverifiable),
     }
+    if cold_roles:
+        out["cold_roles"] = _cold_role_effect(colds, windows)
     for path, values in sorted(latencies.items()):
         values.sort()
         out[path] = {
@@ -122,6 +146,31 @@ def run(clients: int, seconds: float, candidates: int) -> dict:
             "p99_ms": round(1000 * values[min(len(values) - 1, int(0.99 * len(values)))], 1),
         }
     return out
+
+
+def _cold_role_effect(colds: list, windows: list) -> dict:
+    """How long each cold role's first request took, and the warm requests' latency while one
+    was compiling against the rest: a cold role must not stall the warm ones."""
+    during, outside = [], []
+    for began, ended in windows:
+        overlaps = any(began < c_end and ended > c_begin for _, c_begin, c_end in colds)
+        (during if overlaps else outside).append(ended - began)
+
+    def summary(values: list[float]) -> dict:
+        values = sorted(values)
+        if not values:
+            return {"requests": 0}
+        return {
+            "requests": len(values),
+            "p50_ms": round(1000 * statistics.median(values), 1),
+            "max_ms": round(1000 * values[-1], 1),
+        }
+
+    return {
+        "first_request_ms": {role: round(1000 * (e - b), 1) for role, b, e in colds},
+        "warm_while_cold": summary(during),
+        "warm_otherwise": summary(outside),
+    }
 
 
 def free_port() -> int:
@@ -138,9 +187,15 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--candidates", type=int, default=1)
+    parser.add_argument(
+        "--cold-roles",
+        action="store_true",
+        help="halfway through, the first request of four other roles: their guides compile "
+        "while the load runs; reported: those requests and the warm ones meanwhile",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
-    result = run(args.clients, args.seconds, args.candidates)
+    result = run(args.clients, args.seconds, args.candidates, args.cold_roles)
     print(json.dumps({**provenance(started), **result}, indent=None if args.json else 2))
 
 
