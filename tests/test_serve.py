@@ -68,17 +68,21 @@ def hr_db(tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.fixture
-def client(keys, clock, hr_db, tmp_path: Path) -> TestClient:
-    service = Service(
+def _service(hr_db: Path, keys_path: str, tmp_path: Path, model=None, **options) -> Service:
+    """The service over a copy of the HR example, the scripted model unless `model`."""
+    return Service(
         Database.open(str(hr_db)),
         gr.Policy.from_file(HR_POLICY),
-        KeyStore.read(keys["path"]),
+        KeyStore.read(keys_path),
         AuditStore(tmp_path / "audit.sqlite"),
-        ByQuestion("by-question", None, None, _small_vocab()),
-        requests_per_minute=20,
-        clock=clock,
+        model or ByQuestion("by-question", None, None, _small_vocab()),
+        **options,
     )
+
+
+@pytest.fixture
+def client(keys, clock, hr_db, tmp_path: Path) -> TestClient:
+    service = _service(hr_db, keys["path"], tmp_path, requests_per_minute=20, clock=clock)
     return TestClient(create_app(service))
 
 
@@ -267,14 +271,7 @@ def test_ask_with_the_default_model(keys, hr_db: Path, tmp_path: Path) -> None:
     sentence of the analyst's language and its stored record verifies."""
     from gridrail.models import load_model
 
-    model = load_model()
-    service = Service(
-        Database.open(str(hr_db)),
-        gr.Policy.from_file(HR_POLICY),
-        KeyStore.read(keys["path"]),
-        AuditStore(tmp_path / "audit.sqlite"),
-        model,
-    )
+    service = _service(hr_db, keys["path"], tmp_path, load_model())
     client = TestClient(create_app(service))
     body = {"question": "How many orders are there?", "candidates": 2, "max_tokens": 48}
     r = client.post("/v1/ask", json=body, headers=_as(keys["analyst"]))
@@ -417,13 +414,7 @@ def test_the_page_asks_and_shows_the_rows_in_a_real_browser(keys, hr_db, tmp_pat
     driver_path = shutil.which("chromedriver")
     if driver_path is None or shutil.which("chromium") is None:
         pytest.skip("needs Debian's chromium and chromium-driver (make install adds them)")
-    service = Service(
-        Database.open(str(hr_db)),
-        gr.Policy.from_file(HR_POLICY),
-        KeyStore.read(keys["path"]),
-        AuditStore(tmp_path / "audit.sqlite"),
-        ByQuestion("by-question", None, None, _small_vocab()),
-    )
+    service = _service(hr_db, keys["path"], tmp_path)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning")
