@@ -468,3 +468,17 @@ def test_found_by_the_fuzz_execute_false_and_candidates_of_a_writer(client, keys
     assert r.status_code == 200 and not r.json()["executed"] and "rows" not in r.json()
     r = client.post("/v1/ask", json=body, headers=_as(keys["two"], "clerk"))
     assert r.status_code == 422 and "gets one" in r.json()["message"]
+
+
+def test_what_gridrail_refuses_for_a_request_is_a_422_with_its_reason(
+    client, keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gridrail.decode.llama_model import ContextLengthError
+
+    def too_long(*args, **kwargs):
+        raise ContextLengthError("the prompt and the answer so far are 9000 tokens, more than 8192")
+
+    monkeypatch.setattr("gridrail.serve.app.ask", too_long)
+    r = client.post("/v1/ask", json={"question": "x" * 1500}, headers=_as(keys["analyst"]))
+    assert r.status_code == 422 and r.json()["error"] == "unanswerable"
+    assert "9000 tokens" in r.json()["message"]

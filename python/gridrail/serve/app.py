@@ -6,7 +6,8 @@ Who asks decides the role: the key in `Authorization: Bearer <key>` names a prin
 holds several. Nothing in a body can name or widen a role (bodies are closed: an unknown field
 is a 422). Every error is `{"error": code, "message": ...}`: 401 no or unknown key, 403 a role or
 permission the key lacks, 413 a body over the limit, 422 a malformed body, 429 too many requests
-for one key. The answers of `/v1/ask` and their audit logs go into the audit store
+for one key, 422 `unanswerable` what gridrail refuses for the request (its message says why),
+500 `internal` a defect. The answers of `/v1/ask` and their audit logs go into the audit store
 (`gridrail.serve.store`), which an auditor's key reads back with the chain verified.
 
 Concurrency: requests run on the server's thread pool. The model is called by one request at a
@@ -35,6 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_MAX_TOKENS, ask
 from gridrail.audit import AuditLog
 from gridrail.database import Database
+from gridrail.errors import GridrailError
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, compile
 from gridrail.models import LanguageModel
@@ -196,6 +198,13 @@ def create_app(service: Service) -> FastAPI:
         service.metrics.count(request.url.path, "malformed")
         what = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _error(422, "malformed", f"the request body is not what this endpoint takes: {what}")
+
+    @app.exception_handler(GridrailError)
+    async def unanswerable(request: Request, exc: GridrailError) -> JSONResponse:
+        # what gridrail refuses to do for this request (a prompt past the model's context, ...)
+        request.state.outcome = "unanswerable"
+        service.metrics.count(request.url.path, "unanswerable")
+        return _error(422, "unanswerable", str(exc))
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
