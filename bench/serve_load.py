@@ -5,7 +5,8 @@ loopback; the model is the deterministic stand-in of the tests (tests/test_batch
 `ByQuestion`: it writes a fixed statement per question through the mask, at no model cost), so
 what is measured is the service: keys, guides, the mask, the checker, running the answer, the
 audit store. `--clients` threads each keep one request in flight for `--seconds`, alternating
-`POST /v1/ask` (a question, `--candidates` candidates) and `POST /v1/check`. Reported per
+`POST /v1/ask` (a question, `--candidates` candidates) and `POST /v1/check`. `--real-model`:
+the default model instead (its calls serialized: one answer written at a time). Reported per
 endpoint: requests, p50 / p99 latency; the throughput; and, at the end, the audit store checked:
 every answered ask must be stored (lost = answered − stored) and every stored record's chains
 must verify. `--cold-roles`: halfway through, four roles nobody has used yet make their first
@@ -32,6 +33,7 @@ import uvicorn
 
 import gridrail as gr
 from gridrail.database import Database
+from gridrail.models import load_model
 from gridrail.serve.app import Service, create_app
 from gridrail.serve.keys import KeyStore, add_key
 from gridrail.serve.store import AuditStore
@@ -49,7 +51,9 @@ CHECKS = ["SELECT name FROM employees;", "DELETE FROM orders;", "SELECT salary F
 COLD_ROLES = ("clerk", "auditor", "manager", "admin")
 
 
-def run(clients: int, seconds: float, candidates: int, cold_roles: bool = False) -> dict:
+def run(
+    clients: int, seconds: float, candidates: int, cold_roles: bool = False, real: bool = False
+) -> dict:
     assert all(q in ANSWERS for q in QUESTIONS)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "hr.sqlite"
@@ -63,7 +67,7 @@ def run(clients: int, seconds: float, candidates: int, cold_roles: bool = False)
             gr.Policy.from_file(ROOT / "examples" / "hr_policy.toml"),
             KeyStore.read(keys_file),
             store,
-            ByQuestion("stand-in", None, None, _small_vocab()),
+            load_model() if real else ByQuestion("stand-in", None, None, _small_vocab()),
             requests_per_minute=10**9,
         )
         port = free_port()
@@ -193,9 +197,15 @@ def main() -> None:
         help="halfway through, the first request of four other roles: their guides compile "
         "while the load runs; reported: those requests and the warm ones meanwhile",
     )
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help="the default model (SmolLM2-135M) instead of the stand-in: the service's "
+        "throughput with its model calls serialized",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
-    result = run(args.clients, args.seconds, args.candidates, args.cold_roles)
+    result = run(args.clients, args.seconds, args.candidates, args.cold_roles, args.real_model)
     print(json.dumps({**provenance(started), **result}, indent=None if args.json else 2))
 
 
