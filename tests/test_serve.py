@@ -482,3 +482,13 @@ def test_what_gridrail_refuses_for_a_request_is_a_422_with_its_reason(
     r = client.post("/v1/ask", json={"question": "x" * 1500}, headers=_as(keys["analyst"]))
     assert r.status_code == 422 and r.json()["error"] == "unanswerable"
     assert "9000 tokens" in r.json()["message"]
+
+
+def test_a_key_revoked_while_serving_is_refused_at_once(client: TestClient, keys) -> None:
+    body = {"sql": "SELECT 1;"}
+    assert client.post("/v1/check", json=body, headers=_as(keys["analyst"])).status_code == 200
+    revoke(keys["path"], "ana")  # the running service reads the changed file
+    r = client.post("/v1/check", json=body, headers=_as(keys["analyst"]))
+    assert r.status_code == 401 and r.json()["error"] == "unauthenticated"
+    added = add_key(keys["path"], "new", ["analyst"])
+    assert client.post("/v1/check", json=body, headers=_as(added)).status_code == 200

@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,27 +45,46 @@ def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-@dataclass(frozen=True)
 class KeyStore:
-    """The keys of one file: digest -> principal."""
+    """The keys of one file: digest -> principal. Read again whenever the file changes (its
+    modification time or size), so a key added or revoked with `gridrail keys` takes effect
+    on the next request, without a restart."""
 
-    principals: dict[str, Principal]
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._principals: dict[str, Principal] = {}
+        self._refresh()
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> KeyStore:
-        entries = _entries(Path(path))
-        principals = {}
-        for entry in entries:
-            grants = tuple(entry["roles"])
-            roles = tuple(r for r in grants if r != AUDITOR)
-            principals[entry["sha256"]] = Principal(entry["name"], roles, AUDITOR in grants)
-        return cls(principals)
+        return cls(path)
 
     def principal(self, key: str | None) -> Principal | None:
         """The principal whose key `key` is, or None (no key, or not one of this file's)."""
+        self._refresh()
         if not key:
             return None
-        return self.principals.get(key_digest(key))
+        return self._principals.get(key_digest(key))
+
+    def _refresh(self) -> None:
+        try:
+            info = self.path.stat()
+        except OSError as exc:
+            raise KeysFileError(
+                f"{self.path}: cannot read the keys file ({exc.strerror})"
+            ) from None
+        stamp = (info.st_mtime_ns, info.st_size)
+        with self._lock:
+            if stamp == self._stamp:
+                return
+            principals = {}
+            for entry in _entries(self.path):
+                grants = tuple(entry["roles"])
+                roles = tuple(r for r in grants if r != AUDITOR)
+                principals[entry["sha256"]] = Principal(entry["name"], roles, AUDITOR in grants)
+            self._principals, self._stamp = principals, stamp
 
 
 def add_key(path: str | os.PathLike, name: str, grants: Iterable[str]) -> str:
