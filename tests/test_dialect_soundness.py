@@ -8,6 +8,7 @@ asserted: they are the checker's business. A short run here; the long one prepar
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sqlite3
 import sys
@@ -19,6 +20,7 @@ import pytest
 import gridrail as gr
 from assets import asset
 from gridrail.grammar.loader import bundled_grammar_text
+from gridrail.policy.language import role_language
 from support.long_tier import long_size
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -353,3 +355,23 @@ def test_the_call_shapes_are_those_sqlite_prepares() -> None:
     assert checked > 3000
     assert not unsound, "\n".join(unsound[:20])
     assert not incomplete, "\n".join(incomplete[:20])
+
+
+def test_regexp_is_in_the_language_only_where_the_engine_has_it() -> None:
+    """`x REGEXP y` is SQLite's call regexp(y, x), which SQLite itself does not ship: a
+    schema read from a SQLite file knows its engine's functions and drops the operator; one
+    whose engine has regexp keeps it; one that does not say keeps it too (nothing to judge)."""
+    sql = b"SELECT name FROM employees WHERE name REGEXP 'a';"
+    read = gr.Schema.from_sqlite(dialect_soundness.HR)
+    assert read.functions is not None and "regexp" not in read.functions
+    with closing(dialect_soundness.read_only(dialect_soundness.HR)) as db:
+        assert "no such function: REGEXP" in dialect_soundness.sqlite_refusal(db, sql.decode())
+    with_regexp = dataclasses.replace(read, functions=read.functions | {"regexp"})
+    unknown = dataclasses.replace(read, functions=None)
+    held = {}
+    for name, schema in (("read", read), ("with", with_regexp), ("unknown", unknown)):
+        language, _, _ = role_language(gr.Grammar.bundled("sqlite"), schema=schema)
+        oracle = gr.Oracle(gr.compile_grammar(language))
+        held[name] = oracle.accepts(sql)
+        assert oracle.accepts(sql.replace(b"REGEXP", b"LIKE"))  # the control
+    assert held == {"read": False, "with": True, "unknown": True}

@@ -194,7 +194,8 @@ def test_the_guard_fails_where_a_lexicon_can_be_consulted() -> None:
         (analyst, b""),  # a fresh lexeme: every terminal is live, the lexicon ones too
         (analyst, b"select * from emplo"),  # inside a table name
         (clerk, b"select * from ord"),
-        (analyst, b"select 1 cou"),  # an alias, or `count(`: a function of the analyst's list
+        # an alias, or `upper(`: FUNCTION_1 is a lexicon (the analyst calls two of its names)
+        (analyst, b"select 1 upp"),
         # a blob now, but its last accept is the column `x`: the winner if the blob dies
         (with_x, b"select 1 where x'"),
     ]:

@@ -71,6 +71,7 @@ def role_language(
         if schema is not None:
             view = SchemaView(schema, chosen)
             lexicons = build_lexicons(grammar, catalogue, view)
+            language = _without_missing_functions(language, catalogue, schema)
         elif chosen is not None:
             lexicons = _own_name_lexicons(grammar, catalogue, chosen)
         language = apply_lexicons(language, lexicons)
@@ -104,6 +105,21 @@ def role_language(
             chosen,
             policy,
         ) from None
+
+
+def _without_missing_functions(
+    language: Grammar, catalogue: ConstructCatalogue, schema: Schema
+) -> Grammar:
+    """`language` without the productions of the functions the grammar spells as keywords
+    (`CURRENT_DATE`, `REGEXP`) that the schema's engine lacks, where it says which it has."""
+    if schema.functions is None:
+        return language
+    dropped = frozenset().union(
+        *(p for f, p in catalogue.function_keywords.items() if f not in schema.functions)
+    )
+    return replace(
+        language, productions=tuple(p for p in language.productions if p.index not in dropped)
+    )
 
 
 def _says_nothing(what: str, role: Role | None, policy: Policy | None) -> PolicyError:

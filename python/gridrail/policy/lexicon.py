@@ -53,8 +53,9 @@ def build_lexicons(
     grammar: Grammar, catalogue: ConstructCatalogue, view: SchemaView
 ) -> tuple[Lexicon, ...]:
     """The lexicon of every category the catalogue names, for what `view` lets its role see.
-    Categories whose words are "all of them" (a role without a function list) are left out:
-    the terminal keeps its L1 regex."""
+    Categories whose words are "all of them" (every function of a call shape: the role lists
+    them all, or has no list, and the engine has them) are left out: the terminal keeps its L1
+    regex, which spells exactly those."""
     out = []
     for category in catalogue.lexicons:
         spelled = catalogue.function_terminals.get(category.terminal, frozenset())
@@ -115,6 +116,8 @@ def _words(
     words = spelled - keywords
     for narrowed in (listed, offered):
         words &= spelled if narrowed is None else narrowed
+    if words == spelled:  # every name of the call shape: the L1 regex spells just those
+        return None
     return tuple(sorted(words))
 
 
