@@ -569,3 +569,17 @@ def test_a_tag_alias_always_completes_and_no_keyword_is_one() -> None:
         assert guide.completer.complete(cfg)
     for word in (b"AN", b"WHO", b"t123", b"e_", b"1t"):
         assert oracle.try_feed(oracle.initial, b"SELECT id FROM employees " + word) is None, word
+
+
+def test_an_opening_suffix_narrower_than_the_profiles_is_refused() -> None:
+    """The profile writes a word's "(" as ` ?\\(`, which stays inside the terminal only while
+    the catalogue's opening_suffix spells " (" and "(": one that spells only "(" is refused
+    (the per-terminal check this one check replaces would have found ' (' too)."""
+    grammar = gr.Grammar.bundled("sqlite")
+    text = _catalogue_text().replace(
+        "opening_suffix = '[ \\t\\r\\n]*\\('", "opening_suffix = '\\('", 1
+    )
+    assert "opening_suffix = '\\('" in text
+    catalogue = ConstructCatalogue.from_text(text, grammar, "edited.toml")
+    with pytest.raises(gr.GrammarError, match="opening_suffix"):
+        role_language(grammar, catalogue=catalogue, profile=STRICT)

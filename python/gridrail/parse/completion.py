@@ -68,21 +68,23 @@ class Completer:
 
     # -- grammar-level tables
     def _cheapest_derivations(self) -> tuple[dict[int, float], dict[int, int]]:
-        cost: dict[int, float] = {
-            t: len(x) + 1
-            for t, x in self.lexeme.items()  # +1: the separator after it
-        }
+        # symbols are ids below end + 1 + nonterminals: costs in a list, inf where unknown
+        size = self._end + 1 + len(self.oracle.compiled.tables.nonterminal_names)
+        costs = [math.inf] * size
+        for t, x in self.lexeme.items():
+            costs[t] = len(x) + 1  # +1: the separator after it
+        heads = [self._end + 1 + lhs for lhs in self._lhs]
         best: dict[int, int] = {}
         changed = True
-        while changed:
+        while changed:  # productions in order, pass after pass, until no cost falls
             changed = False
             for p, rhs in enumerate(self._rhs):
-                total = sum(cost.get(s, math.inf) for s in rhs)
-                lhs = self._end + 1 + self._lhs[p]
-                if total < cost.get(lhs, math.inf):
-                    cost[lhs], best[lhs] = total, p
+                total = sum([costs[s] for s in rhs])
+                head = heads[p]
+                if total < costs[head]:
+                    costs[head], best[head] = total, p
                     changed = True
-        return cost, best
+        return {s: c for s, c in enumerate(costs) if c != math.inf}, best
 
     def _expand(self, symbols: tuple[int, ...]) -> tuple[int, ...]:
         """The terminals of the cheapest derivations of `symbols`, left to right."""
