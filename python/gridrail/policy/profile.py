@@ -177,10 +177,10 @@ def _narrowed_patterns(
     """The new language (a regex, or a name set where names are spelled) of every terminal
     the profile narrows, each checked to spell only what the terminal spelled before."""
     patterns: dict[str, str | NameSet] = {surface.layout: profile.layout}
-    # a word with its "(" narrowed from `opening_suffix` to ` ?\(`: the same word before a
-    # suffix that spells a subset of the old one (checked once, here), so it spells only what
-    # it spelled: not checked again per terminal (a DFA build each; the function terminals
-    # alone are 18)
+    # a word (or a lexicon's names) with its "(" narrowed from `opening_suffix` to ` ?\(`: the
+    # same words before a suffix that spells a subset of the old one (checked once, here), so
+    # it spells only what it spelled: not checked again per terminal (a DFA build each; the
+    # function terminals alone are 18)
     by_construction: set[str] = set()
     witness = outside(compile_regex(OPENING), compile_regex(surface.opening_suffix))
     if witness is not None:
@@ -217,6 +217,7 @@ def _narrowed_patterns(
             )
         if terminal.names is not None:  # a function lexicon: the same names, the new suffix
             patterns[name] = replace(terminal.names, suffix=OPENING)
+            by_construction.add(name)  # (its names were checked against the L1 regex)
             continue
         word = terminal.pattern[: -len(surface.opening_suffix)]
         patterns[name] = _group(word, terminal.flags) + OPENING
