@@ -492,3 +492,9 @@ def test_a_key_revoked_while_serving_is_refused_at_once(client: TestClient, keys
     assert r.status_code == 401 and r.json()["error"] == "unauthenticated"
     added = add_key(keys["path"], "new", ["analyst"])
     assert client.post("/v1/check", json=body, headers=_as(added)).status_code == 200
+
+
+def test_a_keys_file_gone_while_serving_is_a_503(client: TestClient, keys) -> None:
+    Path(keys["path"]).unlink()
+    r = client.post("/v1/check", json={"sql": "SELECT 1;"}, headers=_as(keys["analyst"]))
+    assert r.status_code == 503 and r.json()["error"] == "unavailable"

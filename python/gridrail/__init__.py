@@ -31,6 +31,7 @@ from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.policy import ConstructCatalogue, Policy, Schema
 from gridrail.policy.profile import GenerationProfile
 from gridrail.registry import Registry
+from gridrail.serve.keys import KeysFileError
 from gridrail.signing import SigningKeyError
 from gridrail.vocab import Vocabulary, VocabularyError
 
@@ -52,6 +53,7 @@ __all__ = [
     "GridrailError",
     "Guide",
     "JudgeError",
+    "KeysFileError",
     "LexiconError",
     "Matcher",
     "MissingArtifactError",

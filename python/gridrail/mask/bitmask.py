@@ -106,8 +106,8 @@ def bitmask_array(bitmask: object, vocab_size: int) -> np.ndarray:
         bitmask = bitmask.numpy()  # shares the tensor's memory
     if not isinstance(bitmask, np.ndarray):
         raise UsageError(
-            f"bitmask must be an int32 array of shape (batch, {width}), not "
-            f"{type(bitmask).__name__} (use gridrail.allocate_bitmask)"
+            f"bitmask must be a NumPy int32 array (or a CPU torch int32 tensor) of shape "
+            f"(batch, {width}), not {type(bitmask).__name__} (use gridrail.allocate_bitmask)"
         )
     if bitmask.ndim != 2 or bitmask.shape[1] != width or bitmask.dtype != np.int32:
         raise UsageError(

@@ -43,7 +43,7 @@ from gridrail.models import LanguageModel
 from gridrail.policy.bundle import Policy
 from gridrail.policy.profile import GenerationProfile
 from gridrail.policy.schema import Schema
-from gridrail.serve.keys import KeyStore, Principal
+from gridrail.serve.keys import KeysFileError, KeyStore, Principal
 from gridrail.serve.store import AuditStore
 from gridrail.vocab import Vocabulary
 
@@ -274,7 +274,11 @@ def create_app(service: Service) -> FastAPI:
         key = None
         if authorization and authorization.lower().startswith("bearer "):
             key = authorization[7:].strip()
-        principal = service.keys.principal(key)
+        try:
+            principal = service.keys.principal(key)
+        except KeysFileError:  # the operator's file went missing or bad: not the caller's fault
+            LOG.exception("the keys file cannot be read")
+            raise ApiError(503, "unavailable", "the service cannot read its keys now") from None
         if principal is None:
             raise ApiError(
                 401, "unauthenticated", "give a gridrail API key: Authorization: Bearer <key>",
