@@ -247,6 +247,16 @@ def test_metrics_and_the_openapi_document(client: TestClient, keys) -> None:
     text = client.get("/metrics").text
     assert 'gridrail_requests_total{endpoint="/v1/check",outcome="clean"} 1' in text
     assert 'gridrail_requests_total{endpoint="/v1/check",outcome="unauthenticated"} 1' in text
+    assert 'gridrail_guard_ms_per_token_bucket{le="+Inf"} 0' in text  # nothing generated yet
+    client.post("/v1/ask", json={"question": "How many orders?"}, headers=_as(keys["analyst"]))
+    lines = client.get("/metrics").text.splitlines()
+    count = next(
+        int(x.split()[-1]) for x in lines if x.startswith("gridrail_guard_ms_per_token_count")
+    )
+    inf = next(int(x.split()[-1]) for x in lines if 'le="+Inf"' in x)
+    assert count == inf > 0
+    assert any(x.startswith("gridrail_model_seconds_total ") for x in lines)
+    assert any(x.startswith("gridrail_tokens_total ") for x in lines)
     assert client.get("/healthz").json() == {"status": "ok"}
     page = client.get("/")
     assert page.status_code == 200 and "<title>gridrail</title>" in page.text

@@ -147,13 +147,29 @@ class RateLimiter:
             return 0.0
 
 
+# upper bounds (ms) of the per-token guard latency histogram's buckets
+GUARD_MS_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 50.0, 100.0)
+
+
 class Metrics:
-    """Counters in the Prometheus text format."""
+    """Counters and the per-token guard latency histogram, in the Prometheus text format."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: Counter[tuple[str, str]] = Counter()
         self.sums: defaultdict[str, float] = defaultdict(float)
+        self.guard_buckets = [0] * len(GUARD_MS_BUCKETS)
+        self.guard_count = 0
+        self.guard_sum_ms = 0.0
+
+    def guard(self, ms_per_token: float, tokens: int) -> None:
+        """One generation's guard time per token, counted once per token."""
+        with self._lock:
+            for i, bound in enumerate(GUARD_MS_BUCKETS):
+                if ms_per_token <= bound:
+                    self.guard_buckets[i] += tokens
+            self.guard_count += tokens
+            self.guard_sum_ms += ms_per_token * tokens
 
     def count(self, endpoint: str, outcome: str) -> None:
         with self._lock:
@@ -175,6 +191,18 @@ class Metrics:
                 )
             for name, value in sorted(self.sums.items()):
                 lines += [f"# TYPE gridrail_{name} counter", f"gridrail_{name} {value}"]
+            name = "gridrail_guard_ms_per_token"
+            lines += [
+                f"# HELP {name} The mask's time per generated token (ms).",
+                f"# TYPE {name} histogram",
+            ]
+            for bound, n in zip(GUARD_MS_BUCKETS, self.guard_buckets, strict=True):
+                lines.append(f'{name}_bucket{{le="{bound}"}} {n}')
+            lines += [
+                f'{name}_bucket{{le="+Inf"}} {self.guard_count}',
+                f"{name}_sum {self.guard_sum_ms}",
+                f"{name}_count {self.guard_count}",
+            ]
         return "\n".join(lines) + "\n"
 
 
@@ -366,6 +394,11 @@ def create_app(service: Service) -> FastAPI:
         audit_id = service.store.put(principal.name, role, answer, guide)
         service.metrics.add("ask_seconds_total", seconds)
         service.metrics.add("tokens_total", sum(len(a.generation.tokens) for a in answer.attempts))
+        for generation in (a.generation for a in answer.attempts):
+            service.metrics.add("model_seconds_total", generation.model_seconds)
+            if generation.tokens:
+                ms = 1000 * generation.guard_seconds / len(generation.tokens)
+                service.metrics.guard(ms, len(generation.tokens))
         outcome = "violations" if answer.violations else ("ran" if result else "answered")
         service.metrics.count("/v1/ask", outcome)
         request.state.outcome = outcome
