@@ -64,7 +64,7 @@ def fill_next_token_bitmask(
         raise UsageError("a row appears twice in one batch")
 
     def fill(i: int) -> None:
-        array[targets[i], :] = matchers[i].allowed().words()
+        matchers[i].allowed().write_row(array, targets[i])
 
     if threads == 1 or len(matchers) == 1:
         for i in range(len(matchers)):

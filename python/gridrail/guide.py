@@ -568,7 +568,7 @@ class Matcher:
         row = _integer_argument("row", row)
         if not -len(array) <= row < len(array):
             raise UsageError(f"row {row} is outside the bitmask's {len(array)} rows")
-        array[row, :] = self.allowed().words()
+        self.allowed().write_row(array, row)
 
     # -- advancing
     def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:

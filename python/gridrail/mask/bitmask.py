@@ -87,6 +87,10 @@ class TokenSet:
     def words(self) -> np.ndarray:
         return np.frombuffer(bytes(self.bits), dtype="<i4")
 
+    def write_row(self, bitmask: np.ndarray, row: int) -> None:
+        """Copy the set into row `row` of an int32 bitmask: one copy, no intermediate bytes."""
+        bitmask[row, :] = np.frombuffer(self.bits, dtype="<i4")
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TokenSet) and self.bits == other.bits
 
