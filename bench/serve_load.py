@@ -52,7 +52,12 @@ COLD_ROLES = ("clerk", "auditor", "manager", "admin")
 
 
 def run(
-    clients: int, seconds: float, candidates: int, cold_roles: bool = False, real: bool = False
+    clients: int,
+    seconds: float,
+    candidates: int,
+    cold_roles: bool = False,
+    real: bool = False,
+    audit_store: str | None = None,
 ) -> dict:
     assert all(q in ANSWERS for q in QUESTIONS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -61,7 +66,8 @@ def run(
         keys_file = Path(tmp) / "keys.json"
         key = add_key(keys_file, "load", ["analyst"])
         cold_key = add_key(keys_file, "cold", list(COLD_ROLES))
-        store = AuditStore(Path(tmp) / "audit.sqlite")
+        store = AuditStore(audit_store or Path(tmp) / "audit.sqlite")
+        before = store.verify_all()[0]  # a shared store may hold answers already
         service = Service(
             Database.open(str(db)),
             gr.Policy.from_file(ROOT / "examples" / "hr_policy.toml"),
@@ -127,6 +133,7 @@ def run(
         server.should_exit = True
         thread.join(timeout=30)
         stored, unverifiable = store.verify_all()
+        stored -= before
         store.close()
     answered = statuses["/v1/ask", 200]
     out = {
@@ -203,9 +210,17 @@ def main() -> None:
         help="the default model (SmolLM2-135M) instead of the stand-in: the service's "
         "throughput with its model calls serialized",
     )
+    parser.add_argument(
+        "--audit-store",
+        metavar="FILE|DSN",
+        help="the audit store to write (a PostgreSQL DSN, say); default: a new SQLite file",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
-    result = run(args.clients, args.seconds, args.candidates, args.cold_roles, args.real_model)
+    result = run(
+        args.clients, args.seconds, args.candidates, args.cold_roles, args.real_model,
+        args.audit_store,
+    )  # fmt: skip
     print(json.dumps({**provenance(started), **result}, indent=None if args.json else 2))
 
 

@@ -164,3 +164,19 @@ def postgres_hr_schema(postgres_dsn: str):
     from gridrail.policy.schema import Schema
 
     return Schema.from_postgres(postgres_dsn, schema="hr_example")
+
+
+@pytest.fixture
+def audit_store_dsn(postgres_dsn: str) -> Iterator[str]:
+    """DSN of a fresh, empty database on the session's server (an audit store of its own),
+    dropped after the test."""
+    import uuid
+
+    import psycopg
+
+    name = f"audit_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield postgres_dsn.replace(f"dbname={DATABASE}", f"dbname={name}")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

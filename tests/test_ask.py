@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import cache
@@ -246,6 +247,25 @@ def test_the_chosen_candidate_is_clean_runs_and_returns_rows() -> None:
         mode = c.attempt.generation.audit.seal_record["mode"]
         assert (mode["candidate"], mode["of"], mode["chosen"]) == (k, 3, c.chosen)
         assert mode["reason"] == c.reason
+
+
+def test_a_passed_deadline_ends_the_answer_with_what_it_has() -> None:
+    """The first candidate is always generated (ended at once with the shortest completion of
+    its exact mask); no further candidate, nor the retry, starts; the log says "deadline"."""
+    db = Database.open(str(HR_DB))
+    guide = _guide("analyst")
+    model = _scripted("SELECT id FROM orders;", per_call=True)
+    answer = ask("q", guide, model, candidates=3, database=db, deadline=time.monotonic())
+    assert len(answer.candidates) == 1 and model.calls == 1
+    assert answer.skipped >= 2 and answer.deadline_reached and not answer.repaired
+    generation = answer.final.generation
+    assert generation.stop == "deadline" and generation.model_calls == 0
+    assert generation.tokens == guide.matcher().completion()
+    verify(generation.audit)
+    assert generation.audit.seal_record["stop"] == "deadline"
+    # a deadline far off changes nothing
+    later = ask("q", guide, _scripted("SELECT id FROM orders;"), deadline=time.monotonic() + 600)
+    assert later.sql == "SELECT id FROM orders;" and not later.deadline_reached
 
 
 def test_candidates_that_agree_win_over_the_greedy_one() -> None:

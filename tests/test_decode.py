@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import threading
+import time
 from functools import cache
 from pathlib import Path
 
@@ -262,6 +263,48 @@ def test_the_audit_log_of_the_loop_verifies_and_replays(tmp_path: Path) -> None:
         for record in log.records:
             kinds[record["kind"]] = kinds.get(record["kind"], 0) + 1
         assert kinds == result.kinds
+
+
+class LateLogits(SeededLogits):
+    """Its `slow_call`-th call returns only once `deadline` has passed (the loop asks for the
+    next logits beside the mask, so the loop meets the passed deadline one step later)."""
+
+    def __init__(self, guide: gr.Guide, seed: int, deadline: float, slow_call: int):
+        super().__init__(guide, seed)
+        self.deadline, self.slow_call, self.calls = deadline, slow_call, 0
+
+    def __call__(self, generated) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.slow_call:
+            time.sleep(max(0.0, self.deadline - time.monotonic()) + 0.01)
+        return super().__call__(generated)
+
+
+def test_a_passed_deadline_ends_the_generation_with_the_shortest_completion(
+    tmp_path: Path,
+) -> None:
+    guide = _guide("analyst")
+    save_guide(guide, tmp_path)
+    for seed in range(3):
+        free = generate(guide, SeededLogits(guide, seed), max_tokens=200)
+        log = AuditLog()
+        deadline = time.monotonic() + 0.2
+        late = LateLogits(guide, seed, deadline, slow_call=3)
+        result = generate(guide, late, max_tokens=200, audit=log, deadline=deadline)
+        _assert_sentence(guide, result, 200)
+        assert result.stop == "deadline" and log.seal_record["stop"] == "deadline"
+        # the model chose three tokens (the same as without a deadline), the rest is the
+        # shortest completion of what they began
+        assert result.model_calls == 3 and result.kinds.get("sampled", 0) <= 3
+        chosen = len(result.tokens) - result.kinds["reserve"] - 1  # the reserve's EOS too
+        assert result.tokens[:chosen] == free.tokens[:chosen]
+        ending = _matcher_after(guide, result.tokens[:chosen]).completion()
+        assert ending == result.tokens[chosen:]
+        assert replay(log, tmp_path) == len(result.tokens)
+    # a deadline already passed: no model call chooses a token
+    result = generate(guide, SeededLogits(guide, 0), max_tokens=200, deadline=time.monotonic())
+    assert result.stop == "deadline" and result.model_calls == 0
+    assert result.tokens == guide.matcher().completion()
 
 
 def _host_loop(processor, rows: list[SeededLogits], max_new: int, eos: int) -> torch.Tensor:

@@ -34,6 +34,7 @@ from test_batch import ANSWERS, EXAMPLES, HR_POLICY, ByQuestion
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import serve_load
 from serve_load import free_port
+from support.long_tier import long_size
 from test_walk_arm import _small_vocab
 
 
@@ -68,13 +69,16 @@ def hr_db(tmp_path: Path) -> Path:
     return copy
 
 
-def _service(hr_db: Path, keys_path: str, tmp_path: Path, model=None, **options) -> Service:
-    """The service over a copy of the HR example, the scripted model unless `model`."""
+def _service(
+    hr_db: Path, keys_path: str, tmp_path: Path, model=None, store=None, **options
+) -> Service:
+    """The service over a copy of the HR example, the scripted model unless `model`, a SQLite
+    audit store in `tmp_path` unless `store`."""
     return Service(
         Database.open(str(hr_db)),
         gr.Policy.from_file(HR_POLICY),
         KeyStore.read(keys_path),
-        AuditStore(tmp_path / "audit.sqlite"),
+        store or AuditStore(tmp_path / "audit.sqlite"),
         model or ByQuestion("by-question", None, None, _small_vocab()),
         **options,
     )
@@ -210,11 +214,10 @@ def test_ask_answers_runs_and_stores_a_verified_audit_record(client: TestClient,
     steps = record["steps"]  # the chosen answer's steps, spelled
     assert "".join(s["token"] for s in steps if s["kind"] != "eos") == out["sql"]
     assert steps[-1]["kind"] == "eos" and all(s["blocked"] >= 0 for s in steps)
-    # each stored log replays against the store's archive, bit for bit
-    archive = client.app.state.service.store.archive
-    for lines in record["logs"]:
-        log = gr.audit.AuditLog.parse(lines)
-        assert gr.audit.replay(log, archive) == len(log.records)
+    # each stored log replays against the artifacts stored with it, bit for bit
+    store = client.app.state.service.store
+    lengths = [len(gr.audit.AuditLog.parse(lines).records) for lines in record["logs"]]
+    assert store.replay(out["audit_id"]) == lengths
     # its asker reads it too; another key without the audit permission does not
     r = client.get(f"/v1/audit/{out['audit_id']}", headers=_as(keys["analyst"]))
     assert r.status_code == 200 and r.json()["verified"]
@@ -264,6 +267,83 @@ def test_metrics_and_the_openapi_document(client: TestClient, keys) -> None:
     assert {"/v1/check", "/v1/ask", "/v1/audit/{audit_id}"} <= set(paths)
 
 
+def test_metrics_have_the_cache_hit_rates_of_the_guides_kept_warm(client: TestClient, keys):
+    for _ in range(2):
+        r = client.post(
+            "/v1/ask", json={"question": "How many orders?"}, headers=_as(keys["analyst"])
+        )
+        assert r.status_code == 200
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in client.get("/metrics").text.splitlines()
+        if line.startswith(("gridrail_cache_", "gridrail_guide_lookups"))
+    }
+    # the analyst's guide was compiled once and served warm to the second request
+    assert values['gridrail_guide_lookups_total{outcome="built"}'] == 1
+    assert values['gridrail_guide_lookups_total{outcome="hit"}'] >= 1
+    for cache in ("t1", "t2", "residue", "gamma"):
+        hits, misses = (
+            values[f'gridrail_cache_hits{{cache="{cache}"}}'],
+            values[f'gridrail_cache_misses{{cache="{cache}"}}'],
+        )
+        ratio = values[f'gridrail_cache_hit_ratio{{cache="{cache}"}}']
+        assert ratio == pytest.approx(hits / (hits + misses) if hits + misses else 0.0, abs=1e-6)
+    # the second request's masks came from the first's walks
+    assert (
+        values['gridrail_cache_hits{cache="t1"}'] + values['gridrail_cache_hits{cache="gamma"}'] > 0
+    )
+
+
+class SlowModel(ByQuestion):
+    """The scripted model, `delay` seconds per call for logits."""
+
+    delay = 0.05
+
+    def next_logits(self, prompt_ids: list[int]):
+        logits = super().next_logits(prompt_ids)
+
+        def slow(generated):
+            time.sleep(self.delay)
+            return logits(generated)
+
+        return slow
+
+
+def test_a_deadline_ends_the_answer_and_says_so(keys, hr_db: Path, tmp_path: Path) -> None:
+    model = SlowModel("slow", None, None, _small_vocab())
+    service = _service(hr_db, keys["path"], tmp_path, model)
+    client = TestClient(create_app(service))
+    body = {"question": "How many orders?", "candidates": 3, "deadline_s": 0.15}
+    r = client.post("/v1/ask", json=body, headers=_as(keys["analyst"]))
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["deadline_reached"] and out["stop"] in ("eos", "deadline")
+    assert out["attempts"] < 3 or out["stop"] == "deadline"
+    assert service.asking_guide("analyst").oracle.accepts(out["sql"].encode())
+    record = client.get(f"/v1/audit/{out['audit_id']}", headers=_as(keys["auditor"])).json()
+    assert record["verified"]
+    # without a deadline in reach, the same question is answered in full
+    body["deadline_s"] = 600
+    out = client.post("/v1/ask", json=body, headers=_as(keys["analyst"])).json()
+    assert out["sql"] == "SELECT count(*) FROM orders;" and out["stop"] == "eos"
+    assert not out["deadline_reached"] and out["attempts"] == 3
+    # the server's own deadline bounds what a request asks for
+    service.deadline_s = 0.15
+    out = client.post("/v1/ask", json=body, headers=_as(keys["analyst"])).json()
+    assert out["deadline_reached"]
+
+
+def test_a_request_still_waiting_for_the_model_at_its_deadline_is_503(client: TestClient, keys):
+    service = client.app.state.service
+    body = {"question": "How many orders?", "deadline_s": 0.2}
+    with service.model_lock:  # another request holds the model
+        r = client.post("/v1/ask", json=body, headers=_as(keys["analyst"]))
+    assert r.status_code == 503 and r.json()["error"] == "deadline"
+    assert r.headers["retry-after"] == "1"
+    r = client.post("/v1/ask", json=body, headers=_as(keys["analyst"]))
+    assert r.status_code == 200 and r.json()["stop"] == "eos"
+
+
 def test_keys_on_the_command_line(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
     out = io.StringIO()
@@ -297,7 +377,7 @@ def test_every_stored_answer_verifies_from_the_command_line(client: TestClient, 
     for question in ("How many orders?", "Who works in sales?"):
         r = client.post("/v1/ask", json={"question": question}, headers=_as(keys["analyst"]))
         assert r.status_code == 200
-    store = client.app.state.service.store.path
+    store = client.app.state.service.store.location
     out = io.StringIO()
     assert main(["audit", "verify", "--store", store], out) == 0
     assert "2 of 2 stored answers intact" in out.getvalue()
@@ -330,7 +410,7 @@ def test_one_json_log_line_per_request_names_the_principal_never_the_key(
     assert all(keys["analyst"] not in record.getMessage() for record in caplog.records)
 
 
-def _serve(hr_db: Path, keys_path: str, store: Path, port: int) -> subprocess.Popen:
+def _serve(hr_db: Path, keys_path: str, store: Path | str, port: int) -> subprocess.Popen:
     """`gridrail serve` in a child process with the default model, once /healthz answers."""
     argv = [
         sys.executable, "-m", "gridrail.cli", "serve", "--db", str(hr_db), "--policy",
@@ -349,11 +429,15 @@ def _serve(hr_db: Path, keys_path: str, store: Path, port: int) -> subprocess.Po
     raise AssertionError("gridrail serve did not come up")
 
 
-def test_a_server_killed_mid_request_leaves_no_partial_record(keys, hr_db, tmp_path) -> None:
-    """kill -9 while answers are in flight, start again on the same store: every stored answer
-    is whole and verifies (each is one committed transaction), and the store still takes new
-    ones."""
-    store, port = tmp_path / "audit.sqlite", free_port()
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_server_killed_mid_request_leaves_no_partial_record(
+    kind: str, keys, hr_db, tmp_path, request: pytest.FixtureRequest
+) -> None:
+    """kill -9 while answers are in flight, start again on the same store (a SQLite file, or a
+    PostgreSQL database): every stored answer is whole and verifies (each is one committed
+    transaction), and the store still takes new ones."""
+    store = request.getfixturevalue("audit_store_dsn") if kind == "postgres" else None
+    store, port = store or tmp_path / "audit.sqlite", free_port()
     server = _serve(hr_db, keys["path"], store, port)
     url, headers = f"http://127.0.0.1:{port}", _as(keys["analyst"])
     body = {"question": "How many orders are there?", "candidates": 1, "max_tokens": 32}
@@ -389,8 +473,7 @@ def test_a_server_killed_mid_request_leaves_no_partial_record(keys, hr_db, tmp_p
         server.wait(timeout=60)
     out = io.StringIO()
     assert main(["audit", "verify", "--store", str(store)], out) == 0, out.getvalue()
-    with closing(sqlite3.connect(store)) as db:
-        (count,) = db.execute("SELECT count(*) FROM answers").fetchone()
+    count = AuditStore(store, create=False).verify_all()[0]
     assert len([c for c in answered if c == 200]) + 1 <= count
     assert f"{count} of {count} stored answers intact" in out.getvalue()
 
@@ -465,6 +548,19 @@ def test_under_load_no_answer_is_lost_or_unverifiable() -> None:
     """bench/serve_load.py for a few seconds (the full 32 clients x 60 s in RESULTS): every
     answered ask is stored and verifies; no request fails."""
     out = serve_load.run(clients=8, seconds=3, candidates=1)
+    assert out["answered_asks"] > 0 and out["lost"] == 0 and out["unverifiable"] == 0
+    assert all(status.endswith(" 200") for status in out["statuses"]), out["statuses"]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_under_load_longer(kind: str, request: pytest.FixtureRequest) -> None:
+    """The load of bench/serve_load.py at its full size (32 clients x 60 s; 10 s in CI's
+    reduced tier), into a SQLite store and into a PostgreSQL one."""
+    store = request.getfixturevalue("audit_store_dsn") if kind == "postgres" else None
+    seconds = long_size(full=60, reduced=10)
+    out = serve_load.run(clients=32, seconds=seconds, candidates=1, audit_store=store)
+    print(kind, json.dumps(out))  # the figures, with `pytest -s` (bench/RESULTS.md)
     assert out["answered_asks"] > 0 and out["lost"] == 0 and out["unverifiable"] == 0
     assert all(status.endswith(" 200") for status in out["statuses"]), out["statuses"]
 

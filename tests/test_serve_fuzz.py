@@ -14,6 +14,7 @@ from gridrail.database import Database
 from gridrail.serve.app import Service, create_app
 from gridrail.serve.keys import KeyStore, add_key
 from gridrail.serve.store import AuditStore
+from support.long_tier import long_size
 from test_batch import ANSWERS, EXAMPLES, HR_POLICY, ByQuestion
 from test_walk_arm import _small_vocab
 
@@ -50,6 +51,23 @@ def api(tmp_path_factory: pytest.TempPathFactory):
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_no_server_error_and_every_error_is_json(api, data) -> None:
+    _one_case(api, data)
+
+
+@pytest.mark.long
+@settings(
+    max_examples=long_size(full=3000, reduced=400),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(st.data())
+def test_no_server_error_fuzzed_longer(api, data) -> None:
+    _one_case(api, data)
+
+
+def _one_case(api, data) -> None:
+    """One drawn request, with a valid key and with none: no 5xx; every error is JSON with a
+    stable code and a message."""
     # (schemathesis's pytest plugin does not load under pytest 9: its strategies, with hypothesis)
     operations = [result.ok() for result in api.get_all_operations()]
     case = data.draw(st.sampled_from(operations).flatmap(lambda op: op.as_strategy()))

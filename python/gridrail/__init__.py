@@ -32,6 +32,7 @@ from gridrail.policy import ConstructCatalogue, Policy, Schema
 from gridrail.policy.profile import GenerationProfile
 from gridrail.registry import Registry
 from gridrail.serve.keys import KeysFileError
+from gridrail.serve.store import AuditStoreError
 from gridrail.signing import SigningKeyError
 from gridrail.vocab import Vocabulary, VocabularyError
 
@@ -39,6 +40,7 @@ __all__ = [
     "AlteredArtifactError",
     "ArchiveError",
     "AuditError",
+    "AuditStoreError",
     "CompiledGrammar",
     "CompletionError",
     "Configuration",

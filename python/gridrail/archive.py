@@ -25,7 +25,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gridrail.errors import GridrailError
@@ -72,17 +72,34 @@ def save_guide(guide: Guide, directory: str | os.PathLike[str]) -> dict[str, str
     anything else is replaced atomically."""
     artifacts = guide.artifacts()
     Path(directory).mkdir(parents=True, exist_ok=True)
-    contents = {
-        "grammar": guide.compiled.grammar.canonical_form(),
-        "vocabulary": _vocabulary_text(guide.vocab),
-    }
-    if artifacts["lexicons"]:
-        contents["lexicons"] = _lexicons_text(guide.lexicons)
-    if guide.names is not None:
-        contents["names"] = guide.names.to_json()
-    for name, text in contents.items():
-        _write_if_changed(artifact_path(directory, name, artifacts[name]), text)
+    for name, text in artifact_texts(guide, artifacts).items():
+        write_artifact(directory, name, artifacts[name], text)
     return artifacts
+
+
+def artifact_texts(guide: Guide, names: Iterable[str] | None = None) -> dict[str, str]:
+    """The archived text of each of `guide`'s artifacts named in `names` (default: all of
+    `guide.artifacts()`), as the archive files them; no text for no lexicons."""
+    wanted = set(guide.artifacts() if names is None else names)
+    texts = {}
+    if "grammar" in wanted:
+        texts["grammar"] = guide.compiled.grammar.canonical_form()
+    if "vocabulary" in wanted:
+        texts["vocabulary"] = _vocabulary_text(guide.vocab)
+    if "lexicons" in wanted and guide.lexicons:
+        texts["lexicons"] = _lexicons_text(guide.lexicons)
+    if "names" in wanted and guide.names is not None:
+        texts["names"] = guide.names.to_json()
+    return texts
+
+
+def write_artifact(
+    directory: str | os.PathLike[str], name: str, fingerprint: str, text: str
+) -> None:
+    """File `text` as artifact `name` with `fingerprint` in the archive `directory` (loading
+    checks that it hashes to the fingerprint)."""
+    _check_fingerprint(name, fingerprint)
+    _write_if_changed(artifact_path(directory, name, fingerprint), text)
 
 
 def _vocabulary_text(vocab: Vocabulary) -> str:

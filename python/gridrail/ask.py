@@ -24,6 +24,7 @@ writing a block twice in a row or nesting past depth 4 (`decode.repetition`).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,12 @@ class Answer:
     question: str
     candidates: list[Candidate] = field(default_factory=list)  # every generation, in order
     repaired: bool = False  # the last candidate is the retry
+    skipped: int = 0  # candidates (or the retry) not generated: the deadline had passed
+
+    @property
+    def deadline_reached(self) -> bool:
+        """Whether the deadline cut a generation short or left candidates ungenerated."""
+        return self.skipped > 0 or any(a.generation.stop == "deadline" for a in self.attempts)
 
     @property
     def chosen(self) -> Candidate:
@@ -167,6 +174,7 @@ def ask(
     prompt_examples: int = PROMPT_EXAMPLES,
     on_token: Callable[[int], None] | None = None,
     on_repair: Callable[[list[str]], None] | None = None,
+    deadline: float | None = None,
 ) -> Answer:
     """Answer `question` with one statement of `guide`'s language (the guide needs a schema:
     the prompt shows the model what the role sees of it). With `database`, the prompt shows a
@@ -186,7 +194,10 @@ def ask(
     most about (the mask still allows every name the role may see), each with `prompt_rows`
     of its rows when a database is given, after `prompt_examples` worked examples over those
     tables (`prompt.worked_examples`, those the language holds). `on_token` is told the
-    token count as it grows; `on_repair` the problems that triggered the retry."""
+    token count as it grows; `on_repair` the problems that triggered the retry. With
+    `deadline` (a `time.monotonic()` instant), a generation running when it passes is ended
+    with the shortest completion (stop "deadline"), and no further candidate nor the retry is
+    generated (`Answer.skipped`); the first candidate is always generated."""
     if signing_key is not None and not audit:
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
@@ -210,12 +221,15 @@ def ask(
     ) -> Candidate:
         made = _attempt(
             guide, model, prompt_messages, max_tokens, judge, audit, signing_key, chooser,
-            loop_guard, on_token,
+            loop_guard, on_token, deadline,
         )  # fmt: skip
         return _run(Candidate(made), runs_on, limit_s, max_rows, timeout_s)
 
     answer = Answer(question)
     for k in range(candidates):
+        if k > 0 and _past(deadline):
+            answer.skipped = candidates - k
+            break
         chooser = (
             (sampler or Sampler())
             if k == 0
@@ -229,7 +243,10 @@ def ask(
             if _run(stopped, runs_on, timeout_s, max_rows, timeout_s).runs:
                 best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
                 break
-    if repair and (best is None or (runs_on is not None and not best.runs)):
+    wants_repair = repair and (best is None or (runs_on is not None and not best.runs))
+    if wants_repair and _past(deadline):
+        answer.skipped += 1
+    elif wants_repair:
         failed = best or answer.candidates[0]  # a clean one that does not run, else the greedy
         problems = [v.message for v in failed.attempt.violations] or [str(failed.error)]
         if on_repair is not None:
@@ -329,6 +346,7 @@ def _attempt(
     sampler: Sampler,
     loop_guard: LoopGuard | None,
     on_token: Callable[[int], None] | None,
+    deadline: float | None,
 ) -> Attempt:
     prompt = model.prompt_ids(messages, prefix=ANSWER_PREFIX)
     generation = generate(
@@ -340,11 +358,16 @@ def _attempt(
         on_token=on_token,
         seal=False,  # sealed once the choice among candidates is known
         loop_guard=loop_guard,
+        deadline=deadline,
     )
     violations = guide.check(generation.text)
     if not violations and judge is not None:  # the judge vouches for what the checker passed
         violations = judge(generation.text)
     return Attempt(generation.text, violations, generation, len(prompt))
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _run(

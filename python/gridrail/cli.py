@@ -174,7 +174,7 @@ def _audit_failure(out: TextIO, path: str, exc: AuditError | ArchiveError) -> in
 
 def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
     if (args.log is None) == (args.store is None):
-        raise UsageError("give one LOG or --store FILE")
+        raise UsageError("give one LOG or --store FILE|DSN")
     if args.store is not None:
         return _verify_store(args.store, out)
     public_key = load_public_key(args.public_key) if args.public_key else None
@@ -197,18 +197,35 @@ def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _verify_store(path: str, out: TextIO) -> int:
+def _verify_store(location: str, out: TextIO) -> int:
     from gridrail.serve.store import AuditStore
 
-    store = AuditStore(path, create=False)
+    store = AuditStore(location, create=False)
     try:
         count, bad = store.verify_all()
     finally:
         store.close()
     for audit_id, why in bad:
-        out.write(f"{path}: answer {audit_id}: not intact: {why}\n")
-    out.write(f"{path}: {count - len(bad)} of {count} stored answers intact\n")
+        out.write(f"{store.label}: answer {audit_id}: not intact: {why}\n")
+    out.write(f"{store.label}: {count - len(bad)} of {count} stored answers intact\n")
     return 1 if bad else 0
+
+
+def _replay_stored(location: str, audit_id: str, out: TextIO) -> int:
+    from gridrail.serve.store import AuditStore
+
+    store = AuditStore(location, create=False)
+    try:
+        steps = store.replay(audit_id)
+    except (AuditError, ArchiveError) as exc:
+        return _audit_failure(out, f"{store.label}: answer {audit_id}", exc)
+    finally:
+        store.close()
+    out.write(
+        f"{store.label}: answer {audit_id}: replayed {len(steps)} log(s), {sum(steps)} steps "
+        "bit-identically against the artifacts stored with it\n"
+    )
+    return 0
 
 
 def cmd_audit_keygen(args: argparse.Namespace, out: TextIO) -> int:
@@ -222,6 +239,10 @@ def cmd_audit_keygen(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_audit_replay(args: argparse.Namespace, out: TextIO) -> int:
+    if args.store is not None:
+        if args.archive is not None:
+            raise UsageError("--archive is for a log file: a store holds its own artifacts")
+        return _replay_stored(args.store, args.log, out)
     try:
         archive = args.archive or default_archive(Path(args.log))
         steps = replay(_read_log(args.log), archive)
@@ -660,8 +681,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("log", metavar="LOG", nargs="?")
     v.add_argument(
         "--store",
-        metavar="FILE",
-        help="instead of LOG: verify every answer `gridrail serve` stored in this audit store",
+        metavar="FILE|DSN",
+        help="instead of LOG: verify every answer `gridrail serve` stored in this audit store "
+        "(a SQLite file or a PostgreSQL DSN)",
     )
     v.add_argument(
         "--public-key",
@@ -678,7 +700,13 @@ def build_parser() -> argparse.ArgumentParser:
     r = audit.add_parser(
         "replay", help="recompute every step of LOG from the artifacts archived in DIR"
     )
-    r.add_argument("log", metavar="LOG")
+    r.add_argument("log", metavar="LOG|ID")
+    r.add_argument(
+        "--store",
+        metavar="FILE|DSN",
+        help="replay the answer `gridrail serve` stored under ID (its audit_id) in this audit "
+        "store, every attempt's log, against the artifacts stored with it",
+    )
     r.add_argument(
         "--archive",
         metavar="DIR",
@@ -841,9 +869,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--keys", metavar="FILE", help="`gridrail keys add` writes it", **env("keys"))
     s.add_argument(
         "--audit-store",
-        metavar="FILE",
-        help="SQLite file the answers and their audit logs are stored in "
-        "(default: gridrail-audit.sqlite)",
+        "--audit-db",
+        dest="audit_store",
+        metavar="FILE|DSN",
+        help="where the answers and their audit logs are stored: a SQLite file, or a "
+        "PostgreSQL DSN that replicas share (default: gridrail-audit.sqlite)",
         **env("audit-store", "gridrail-audit.sqlite"),
     )
     s.add_argument("--model", metavar="NAME|PATH", help="as for `gridrail ask`", **env("model", ""))
@@ -851,6 +881,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--runtime", choices=RUNTIMES, help="as for `gridrail ask`", **env("runtime", "auto")
     )
     s.add_argument("--no-model", action="store_true", help="serve /v1/check only (no /v1/ask)")
+    s.add_argument(
+        "--deadline-s", type=float, metavar="SECONDS",
+        help="the longest an answer may take, from the request's arrival: the generation "
+        "running then ends with the shortest completion and no further candidate starts "
+        "(default: 120; a request may ask for less)", **env("deadline-s", "120"),
+    )  # fmt: skip
     s.add_argument(
         "--host", help="address to listen on (default: 127.0.0.1)", **env("host", "127.0.0.1")
     )
@@ -913,7 +949,9 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     policy = Policy.from_file(args.policy or _policy_beside(database))
     keys = KeyStore.read(args.keys)
     model = None if args.no_model else load_model(args.model or None, progress.say, args.runtime)
-    service = Service(database, policy, keys, AuditStore(args.audit_store), model)
+    service = Service(
+        database, policy, keys, AuditStore(args.audit_store), model, deadline_s=args.deadline_s
+    )
     requests = logging.getLogger("gridrail.serve")  # one JSON line per request, on stderr
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))

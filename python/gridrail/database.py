@@ -104,6 +104,11 @@ class Limits:
         )
 
 
+def is_postgres_dsn(ref: str) -> bool:
+    """Whether `ref` names a PostgreSQL database (a URI or `key=value` pairs), not a file."""
+    return ref.startswith(("postgresql://", "postgres://")) or "=" in ref
+
+
 @dataclass(frozen=True)
 class Database:
     kind: str  # "sqlite" | "duckdb" | "postgres"
@@ -111,7 +116,7 @@ class Database:
 
     @classmethod
     def open(cls, ref: str) -> Database:
-        if ref.startswith(("postgresql://", "postgres://")) or "=" in ref:
+        if is_postgres_dsn(ref):
             return cls("postgres", ref)
         path = Path(ref)
         if not path.is_file():

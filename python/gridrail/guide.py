@@ -31,7 +31,7 @@ from gridrail.gamma.tokens import TokenShapes
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.kernels import MaskRunners, make_mask_runners
-from gridrail.lru import BoundedLRU
+from gridrail.lru import BoundedLRU, CacheStats
 from gridrail.mask.bitmask import TokenSet, bitmask_array, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
@@ -113,6 +113,18 @@ class Guide:
         self._gamma_masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(
             GAMMA_MASKS, GAMMA_MASK_BYTES
         )
+
+    def cache_stats(self) -> dict[str, CacheStats]:
+        """The live counters of the caches this guide's masks go through: "t1" (walks of its
+        grammar, vocabulary and lexicons), "t2" (the dialect family's lexicon-inert walks),
+        "residue" (CD residues by stack) and "gamma" (masks narrowed by Γ). T1 and T2 are
+        shared with every guide `compile` built over the same artifacts: the same objects."""
+        return {
+            "t1": self.cache.stats,
+            "t2": self.family_cache.stats,
+            "residue": self.oracle.stack_memo.stats,
+            "gamma": self._gamma_masks.stats,
+        }
 
     def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
         """A matcher; with `max_tokens`, one that keeps every generation inside that budget;

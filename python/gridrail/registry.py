@@ -201,6 +201,11 @@ class Registry:
         with self._lock:
             return copy.copy(self._stats)
 
+    def values(self) -> list[object]:
+        """The artifacts held now (not remembered failures), oldest use first."""
+        with self._lock:
+            return [e.value for e in self._entries.values() if isinstance(e, _Built)]
+
     def clear(self) -> None:
         """Forget every built artifact and remembered failure (builds in flight still finish and
         are stored). The counters are kept: they describe the registry's whole life."""

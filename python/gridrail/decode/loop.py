@@ -43,7 +43,9 @@ class Generation:
 
     tokens: list[int]
     text: str
-    stop: str  # "eos": the model ended a sentence; "reserve": the budget trigger wrote the end
+    # "eos": the model ended a sentence; "reserve": the budget trigger wrote the end;
+    # "deadline": the caller's deadline passed, and the loop wrote the shortest end then
+    stop: str
     kinds: dict[str, int] = field(default_factory=dict)  # tokens per audit kind
     guard_seconds: float = 0.0  # masks, jump-forward, accepting (all but waiting for the model)
     model_seconds: float = 0.0  # inside `next_logits` (on its thread, beside the masks)
@@ -68,6 +70,7 @@ def generate(
     on_token: Callable[[int], None] | None = None,
     seal: bool = True,
     loop_guard: LoopGuard | None = None,
+    deadline: float | None = None,
 ) -> Generation:
     """Decode one statement of `guide`'s language with at most `max_tokens` tokens (EOS
     included). With `audit`, every step is recorded and the log is sealed with the stop reason,
@@ -76,7 +79,10 @@ def generate(
     `seal_generation`. `on_token(n)` is told the number of tokens so far after each step
     (progress display). With `loop_guard`, the model's choice never repeats a block that many
     times in a row nor nests parentheses past its depth (`decode.repetition`; the mask is
-    unchanged)."""
+    unchanged). With `deadline` (a `time.monotonic()` instant), the model is not asked again
+    once it has passed: the loop writes the shortest completion, as the budget reserve does
+    (the output stays a sentence of the language, every token inside its exact mask), and the
+    stop is "deadline"."""
     sampler = sampler or Sampler()
     matcher = guide.matcher(max_tokens=max_tokens, audit=audit)
     followed = loop_guard.follow(guide.vocab) if loop_guard is not None else None
@@ -109,7 +115,11 @@ def generate(
                     "gridrail (please report it with this text)"
                 )
             forced = matcher.forced_tokens() if count == 1 else []
-            if forced:  # the logits go unused (and so would an error computing them)
+            if not forced and deadline is not None and time.monotonic() >= deadline:
+                ahead = None
+                _write_reserve(matcher, result)
+                result.stop = "deadline"
+            elif forced:  # the logits go unused (and so would an error computing them)
                 ahead = None
                 if not matcher.accept_tokens(forced, "forced"):
                     _write_reserve(matcher, result)

@@ -39,12 +39,14 @@ from gridrail.database import Database
 from gridrail.errors import GridrailError
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, compile
+from gridrail.lru import CacheStats
 from gridrail.models import LanguageModel
 from gridrail.policy.bundle import Policy
 from gridrail.policy.profile import GenerationProfile
 from gridrail.policy.schema import Schema
+from gridrail.registry import Registry, RegistryStats
 from gridrail.serve.keys import KeysFileError, KeyStore, Principal
-from gridrail.serve.store import AuditStore
+from gridrail.serve.store import AuditStore, AuditStoreError
 from gridrail.vocab import Vocabulary
 
 LOG = logging.getLogger("gridrail.serve")  # one JSON line per request
@@ -54,6 +56,8 @@ MAX_SQL_CHARS = 20_000
 MAX_QUESTION_CHARS = 2_000
 REQUESTS_PER_MINUTE = 120  # per key
 SCHEMA_REFRESH_S = 5.0  # how stale the catalog a new request is judged against may be
+DEADLINE_S = 120.0  # the longest a request's answer may take (a caller may ask for less)
+GUIDES_HELD = 64  # guides (per endpoint kind, role and catalog) kept warm between requests
 # /v1/check judges SQL written elsewhere: its guides need no model, only some vocabulary
 BYTE_VOCABULARY = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_token_ids=256)
 
@@ -78,6 +82,10 @@ class AskRequest(BaseModel):
     execute: bool = True
     candidates: int | None = Field(default=None, ge=1, le=16)
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=16, le=1024)
+    # seconds from the request's arrival: the generation running then is ended with the
+    # shortest completion of its exact mask and no further candidate starts (at most the
+    # server's deadline)
+    deadline_s: float | None = Field(default=None, gt=0, le=3600)
 
 
 @dataclass
@@ -93,6 +101,7 @@ class Service:
     requests_per_minute: int = REQUESTS_PER_MINUTE
     max_body_bytes: int = MAX_BODY_BYTES
     schema_refresh_s: float = SCHEMA_REFRESH_S
+    deadline_s: float = DEADLINE_S
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -102,6 +111,9 @@ class Service:
         self.metrics = Metrics()
         self.model_lock = threading.Lock()
         self.limiter = RateLimiter(self.requests_per_minute, self.clock)
+        # one guide per (kind, role, catalog fingerprint), built once (single-flight) and kept
+        # warm, so its caches serve later requests; a new catalog rolls the role's guide over
+        self.guides = Registry(capacity=GUIDES_HELD, failure_ttl=0)
 
     @property
     def schema(self) -> Schema:
@@ -114,16 +126,40 @@ class Service:
             return self._schema
 
     def checking_guide(self, role: str) -> Guide:
-        return compile(
-            self.grammar, BYTE_VOCABULARY, schema=self.schema, policy=self.policy, role=role
-        )
+        return self._guide("check", role, lambda schema: compile(
+            self.grammar, BYTE_VOCABULARY, schema=schema, policy=self.policy, role=role
+        ))  # fmt: skip
 
     def asking_guide(self, role: str) -> Guide:
         assert self.model is not None
-        return compile(
-            self.grammar, self.model.vocab, schema=self.schema, policy=self.policy, role=role,
+        vocab = self.model.vocab
+        return self._guide("ask", role, lambda schema: compile(
+            self.grammar, vocab, schema=schema, policy=self.policy, role=role,
             profile=GenerationProfile(), gamma=True,
-        )  # fmt: skip
+        ))  # fmt: skip
+
+    def _guide(self, kind: str, role: str, build: Callable[[Schema], Guide]) -> Guide:
+        schema = self.schema
+        key = (kind, role, schema.fingerprint)
+        self.guides.rollover((kind, role), key)  # requests in flight keep the guide they hold
+        return self.guides.get(key, lambda: build(schema))
+
+    def cache_stats(self) -> dict[str, CacheStats]:
+        """The caches of the guides held now, summed per kind (a cache two guides share,
+        such as T2 across roles, counted once)."""
+        seen: dict[int, tuple[str, CacheStats]] = {}
+        for guide in self.guides.values():
+            for kind, stats in guide.cache_stats().items():  # type: ignore[attr-defined]
+                seen.setdefault(id(stats), (kind, stats))
+        totals = {kind: CacheStats() for kind in ("t1", "t2", "residue", "gamma")}
+        for kind, stats in seen.values():
+            total = totals[kind]
+            total.hits += stats.hits
+            total.misses += stats.misses
+            total.evictions += stats.evictions
+            total.entries += stats.entries
+            total.bytes += stats.bytes
+        return totals
 
 
 class RateLimiter:
@@ -179,7 +215,9 @@ class Metrics:
         with self._lock:
             self.sums[name] += value
 
-    def text(self) -> str:
+    def text(self, caches: dict[str, CacheStats], guides: RegistryStats) -> str:
+        """Everything counted, with the hit rates of the `caches` the held guides use and the
+        counts of the service's guide registry (`guides`)."""
         with self._lock:
             lines = [
                 "# HELP gridrail_requests_total Requests by endpoint and outcome.",
@@ -203,7 +241,40 @@ class Metrics:
                 f"{name}_sum {self.guard_sum_ms}",
                 f"{name}_count {self.guard_count}",
             ]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + _cache_lines(caches, guides)) + "\n"
+
+
+def _cache_lines(caches: dict[str, CacheStats], guides: RegistryStats) -> list[str]:
+    lines = [
+        "# HELP gridrail_guide_lookups_total Guides asked of the service's registry, by outcome "
+        "(built: compiled for a role and catalog; hit: a warm one served).",
+        "# TYPE gridrail_guide_lookups_total counter",
+        f'gridrail_guide_lookups_total{{outcome="built"}} {guides.builds}',
+        f'gridrail_guide_lookups_total{{outcome="hit"}} {guides.hits}',
+        f'gridrail_guide_lookups_total{{outcome="joined"}} {guides.waits}',
+    ]
+    # gauges, not counters: a guide dropped (catalog rollover, eviction) takes its counts along
+    for metric, what in (
+        ("hits", "Lookups a cache answered"),
+        ("misses", "Lookups a cache did not answer"),
+        ("hit_ratio", "hits / (hits + misses)"),
+        ("entries", "Entries held"),
+    ):
+        lines += [
+            f"# HELP gridrail_cache_{metric} {what}, per cache of the guides held now "
+            "(t1, t2: mask walks; residue: CD residues; gamma: masks narrowed by names).",
+            f"# TYPE gridrail_cache_{metric} gauge",
+        ]
+        for cache, stats in sorted(caches.items()):
+            looked = stats.hits + stats.misses
+            value = {
+                "hits": stats.hits,
+                "misses": stats.misses,
+                "hit_ratio": round(stats.hits / looked, 6) if looked else 0.0,
+                "entries": stats.entries,
+            }[metric]
+            lines.append(f'gridrail_cache_{metric}{{cache="{cache}"}} {value}')
+    return lines
 
 
 def create_app(service: Service) -> FastAPI:
@@ -226,6 +297,20 @@ def create_app(service: Service) -> FastAPI:
         service.metrics.count(request.url.path, "malformed")
         what = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _error(422, "malformed", f"the request body is not what this endpoint takes: {what}")
+
+    @app.exception_handler(AuditStoreError)
+    async def store_down(request: Request, exc: AuditStoreError) -> JSONResponse:
+        # the operator's store refused (a server restarting, a full disk): try again later
+        request.state.outcome = "unavailable"
+        service.metrics.count(request.url.path, "unavailable")
+        LOG.error("request %s: %s", getattr(request.state, "id", "?"), exc)
+        return _error(
+            503,
+            "unavailable",
+            "the audit store cannot be reached now; nothing "
+            "was answered without its record: try again later",
+            {"Retry-After": "5"},
+        )
 
     @app.exception_handler(GridrailError)
     async def unanswerable(request: Request, exc: GridrailError) -> JSONResponse:
@@ -252,6 +337,7 @@ def create_app(service: Service) -> FastAPI:
         """Give the request an id, refuse a body over the limit (counted as it arrives, with or
         without a Content-Length), and log one JSON line when it is answered."""
         started = time.perf_counter()
+        request.state.arrived = time.monotonic()  # a deadline counts from here
         request.state.id = request.headers.get("x-request-id") or uuid.uuid4().hex
         response = await _limited(request, call_next)
         response.headers["X-Request-Id"] = request.state.id
@@ -351,7 +437,7 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> str:
-        return service.metrics.text()
+        return service.metrics.text(service.cache_stats(), service.guides.stats())
 
     @app.post("/v1/check")
     def check(request: Request, body: CheckRequest, found=Depends(caller)) -> dict:  # noqa: B008
@@ -381,14 +467,25 @@ def create_app(service: Service) -> FastAPI:
                 422, "malformed",
                 "candidates are chosen by running them read-only: a role that writes gets one",
             )  # fmt: skip
+        allowed_s = min(body.deadline_s or service.deadline_s, service.deadline_s)
+        deadline = request.state.arrived + allowed_s
+        if not service.model_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise ApiError(
+                503, "deadline",
+                f"the model was busy with other requests past this request's deadline "
+                f"({allowed_s:g} s); try again later", {"Retry-After": "1"},
+            )  # fmt: skip
         started = time.perf_counter()
-        with service.model_lock:
+        try:
             # a role that only reads has its candidates run read-only to choose among them,
             # whether or not the caller wants the rows (`execute`)
             answer = ask(
                 body.question, guide, service.model, max_tokens=body.max_tokens,
                 candidates=candidates, database=service.database, run=not writes,
+                deadline=deadline,
             )  # fmt: skip
+        finally:
+            service.model_lock.release()
         seconds = time.perf_counter() - started
         result = answer.result if body.execute and not writes else None
         audit_id = service.store.put(principal.name, role, answer, guide)
@@ -410,6 +507,10 @@ def create_app(service: Service) -> FastAPI:
             "attempts": len(answer.attempts),
             "seconds": round(seconds, 3),
             "executed": result is not None,
+            # how the chosen generation ended: "eos" (the model ended it), "reserve" (the token
+            # budget did) or "deadline"; `deadline_reached` also when candidates were skipped
+            "stop": answer.final.generation.stop,
+            "deadline_reached": answer.deadline_reached,
         }
         if result is not None:
             out["columns"], out["rows"] = list(result.columns), [list(r) for r in result.rows]

@@ -1,28 +1,39 @@
 """The audit store: every answer of `/v1/ask` with its audit logs (all attempts and candidates),
-in a SQLite database, one row per request, written in one transaction (a crash leaves a request
-either whole or absent). Reading a record back verifies each log's hash chain. The artifacts a
-log replays against (grammar, vocabulary, lexicons) are archived once, content-addressed, in
-the directory beside the store (`<store>-archive`), as `gridrail ask --audit` archives them."""
+one row per request, in a SQLite file (WAL) or, when the location is a PostgreSQL DSN, in a
+PostgreSQL database that several replicas of `gridrail serve` share. Each answer is written in
+one transaction with the artifacts its logs name, so a crash leaves a request either whole or
+absent, and a stored log always replays. Reading a record back verifies each log's hash chain.
+
+The artifacts (grammar, vocabulary, lexicons, names) are archived once, content-addressed, in
+the store's `artifacts` table: the rows the archive directory of `gridrail.archive` holds as
+files. `export` writes a stored answer's logs and their artifacts to a directory, where
+`gridrail audit replay` reads them; `replay` does that in a temporary one.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 import threading
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from gridrail.archive import save_guide
+from gridrail.archive import artifact_texts, write_artifact
 from gridrail.ask import Answer
-from gridrail.audit import AuditError, AuditLog, verify
+from gridrail.audit import AuditError, AuditLog, replay, verify
+from gridrail.database import is_postgres_dsn
+from gridrail.errors import GridrailError
 
 if TYPE_CHECKING:
     from gridrail.guide import Guide
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS answers (
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS answers (
     id TEXT PRIMARY KEY,
     created TEXT NOT NULL,
     principal TEXT NOT NULL,
@@ -31,32 +42,53 @@ CREATE TABLE IF NOT EXISTS answers (
     sql TEXT NOT NULL,
     ran INTEGER NOT NULL,
     logs TEXT NOT NULL  -- JSON: per attempt, its log's lines (records, then the seal)
+)""",
+    """CREATE TABLE IF NOT EXISTS artifacts (
+    name TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    content TEXT NOT NULL,
+    PRIMARY KEY (name, fingerprint)
+)""",
 )
-"""
+COLUMNS = ("id", "created", "principal", "role", "question", "sql", "ran", "logs")
+
+
+class AuditStoreError(GridrailError):
+    """The audit store cannot be opened or written (no such file, a server that refuses)."""
 
 
 class AuditStore:
-    """Answers and their logs in the SQLite file at `path` (created if absent)."""
+    """Answers and their logs at `location`: a SQLite file (created if absent, unless `create`
+    is false) or a PostgreSQL DSN (`postgresql://…` or `key=value …`; its tables are created
+    if absent)."""
 
-    def __init__(self, path: str | Path, create: bool = True):
-        if not create and not Path(path).is_file():
-            raise OSError(f"{path}: no audit store there")
-        self.path = str(path)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = FULL")  # a stored answer survives a crash
-        self._db.execute(SCHEMA)
+    def __init__(self, location: str | Path, create: bool = True):
+        self.location = str(location)
+        self._lock = threading.Lock()  # one connection, one statement at a time
+        self._archived: set[tuple[str, str]] = set()  # artifacts known to be stored
+        self._db: _Sqlite | _Postgres
+        if is_postgres_dsn(self.location):
+            self._db = _Postgres(self.location)
+        else:
+            if not create and not Path(location).is_file():
+                raise AuditStoreError(f"{location}: no audit store there")
+            self._db = _Sqlite(self.location)
 
     @property
-    def archive(self) -> Path:
-        """Where the artifacts of the stored logs are archived."""
-        return Path(self.path).with_name(Path(self.path).stem + "-archive")
+    def kind(self) -> str:
+        return self._db.kind
+
+    @property
+    def label(self) -> str:
+        """The store's name for messages: the file, or the server and database without the
+        DSN's password."""
+        if isinstance(self._db, _Postgres):
+            return self._db.label
+        return self.location
 
     def put(self, principal: str, role: str, answer: Answer, guide: Guide) -> str:
-        """Store `answer` (its question, chosen SQL, whether it ran, every attempt's log) and
-        archive `guide`'s artifacts (once: the archive is content-addressed); its id."""
-        save_guide(guide, self.archive)
+        """Store `answer` (its question, chosen SQL, whether it ran, every attempt's log) with
+        `guide`'s artifacts not stored yet, in one transaction; its id."""
         audit_id = uuid.uuid4().hex
         logs = [a.generation.audit.lines() for a in answer.attempts if a.generation.audit]
         row = (
@@ -69,32 +101,35 @@ class AuditStore:
             int(answer.result is not None),
             json.dumps(logs),
         )
+        fingerprints = {n: fp for n, fp in guide.artifacts().items() if fp}
         with self._lock:
-            self._db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            new = {n: fp for n, fp in fingerprints.items() if (n, fp) not in self._archived}
+            texts = artifact_texts(guide, new) if new else {}
+            with self._db.transaction() as run:
+                for name, text in texts.items():
+                    run(self._db.insert_artifact, (name, new[name], text))
+                run(f"INSERT INTO answers VALUES ({self._db.params(len(COLUMNS))})", row)
+            self._archived.update((n, fp) for n, fp in new.items())
         return audit_id
 
     def get(self, audit_id: str) -> dict | None:
         """The stored answer, each log's lines and whether every chain verifies."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id, created, principal, role, question, sql, ran, logs FROM answers "
-                "WHERE id = ?",
-                (audit_id,),
-            ).fetchone()
-        if row is None:
+        rows = self._query(
+            f"SELECT {', '.join(COLUMNS)} FROM answers WHERE id = {self._db.params(1)}",
+            (audit_id,),
+        )
+        if not rows:
             return None
-        keys = ("id", "created", "principal", "role", "question", "sql", "ran")
-        record = dict(zip(keys, row[:7], strict=True))
+        record = dict(zip(COLUMNS, rows[0], strict=True))
         record["ran"] = bool(record["ran"])
-        record["logs"] = json.loads(row[7])
-        record["verified"] = all(_verifies(lines) for lines in record["logs"])
+        record["logs"] = json.loads(record["logs"])
+        record["verified"] = all(_failure(lines) is None for lines in record["logs"])
         return record
 
     def verify_all(self) -> tuple[int, list[tuple[str, str]]]:
         """How many stored answers there are, and (id, why) for each whose logs do not all
         verify."""
-        with self._lock:
-            rows = self._db.execute("SELECT id, logs FROM answers ORDER BY created").fetchall()
+        rows = self._query("SELECT id, logs FROM answers ORDER BY created, id")
         bad = []
         for audit_id, logs in rows:
             for n, lines in enumerate(json.loads(logs), 1):
@@ -104,13 +139,46 @@ class AuditStore:
                     break
         return len(rows), bad
 
+    def export(self, audit_id: str, directory: str | Path) -> list[Path]:
+        """Write the stored answer's logs (`attempt-N.jsonl`) and the artifacts their seals
+        name (the archive layout) into `directory`; the logs' paths."""
+        record = self.get(audit_id)
+        if record is None:
+            raise AuditStoreError(f"{self.location}: no stored answer {audit_id!r}")
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        paths, wanted = [], set()
+        for n, lines in enumerate(record["logs"], 1):
+            path = Path(directory) / f"attempt-{n}.jsonl"
+            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            paths.append(path)
+            seal = AuditLog.parse(lines).seal_record or {}
+            wanted.update((k, v) for k, v in (seal.get("artifacts") or {}).items() if v)
+        for name, fingerprint in sorted(wanted):
+            rows = self._query(
+                f"SELECT content FROM artifacts WHERE name = {self._db.params(1)} "
+                f"AND fingerprint = {self._db.params(1)}",
+                (name, fingerprint),
+            )
+            if rows:  # one not stored is reported by replay, naming the file it lacks
+                write_artifact(directory, name, fingerprint, rows[0][0])
+        return paths
+
+    def replay(self, audit_id: str) -> list[int]:
+        """Replay each log of the stored answer against the artifacts stored with it (see
+        `gridrail.audit.replay`); the steps replayed per log."""
+        with tempfile.TemporaryDirectory(prefix="gridrail-replay-") as directory:
+            return [
+                replay(AuditLog.parse(p.read_text(encoding="utf-8").splitlines()), directory)
+                for p in self.export(audit_id, directory)
+            ]
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-
-def _verifies(lines: list[str]) -> bool:
-    return _failure(lines) is None
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.query(sql, params)
 
 
 def _failure(lines: list[str]) -> str | None:
@@ -120,3 +188,104 @@ def _failure(lines: list[str]) -> str | None:
     except AuditError as exc:
         return str(exc)
     return None
+
+
+class _Sqlite:
+    """The store in a SQLite file: WAL, and a full sync at each commit, so a stored answer
+    survives a crash of the machine as well as of the process."""
+
+    kind = "sqlite"
+    insert_artifact = "INSERT INTO artifacts VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+
+    def __init__(self, path: str):
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = FULL")
+            for table in TABLES:
+                self._db.execute(table)
+        except sqlite3.Error as exc:
+            raise AuditStoreError(f"{path}: the audit store cannot be opened: {exc}") from None
+
+    @staticmethod
+    def params(n: int) -> str:
+        return ", ".join("?" * n)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db.execute
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:  # locked past the timeout, disk full, ...
+            raise AuditStoreError(f"the audit store cannot be written: {exc}") from None
+
+    def query(self, sql: str, params: Sequence[object]) -> list[tuple]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise AuditStoreError(f"the audit store cannot be read: {exc}") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class _Postgres:
+    """The store in a PostgreSQL database, shared by replicas. One connection, reopened once
+    if the server dropped it (a restart) before a statement."""
+
+    kind = "postgres"
+    insert_artifact = "INSERT INTO artifacts VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+
+    def __init__(self, dsn: str):
+        import psycopg
+
+        self._psycopg = psycopg
+        self._dsn = dsn
+        self._db = self._connect()
+        info = self._db.info  # the store's name in messages: no password
+        self.label = f"postgresql://{info.user}@{info.host}:{info.port}/{info.dbname}"
+        with self.transaction() as run:
+            # replicas starting together: one creates the tables, the others wait for it
+            run("SELECT pg_advisory_xact_lock(hashtext('gridrail audit store'))")
+            for table in TABLES:
+                run(table)
+
+    def _connect(self):
+        try:
+            return self._psycopg.connect(self._dsn, connect_timeout=10)
+        except self._psycopg.Error as exc:
+            raise AuditStoreError(
+                f"the PostgreSQL audit store cannot be reached: {str(exc).strip()}"
+            ) from None
+
+    @staticmethod
+    def params(n: int) -> str:
+        return ", ".join(["%s"] * n)
+
+    def _live(self):
+        if self._db.closed or self._db.broken:
+            self._db = self._connect()
+        return self._db
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        connection = self._live()
+        try:
+            with connection.transaction():  # committed when the block ends, else rolled back
+                yield connection.execute
+        except self._psycopg.OperationalError as exc:  # the server went away mid-way
+            raise AuditStoreError(
+                f"the PostgreSQL audit store failed: {str(exc).strip()}"
+            ) from None
+
+    def query(self, sql: str, params: Sequence[object]) -> list[tuple]:
+        with self.transaction() as run:
+            return run(sql, params).fetchall()
+
+    def close(self) -> None:
+        self._db.close()
