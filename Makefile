@@ -5,7 +5,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 export PIP_ROOT_USER_ACTION := ignore
 
 .PHONY: install postgres-server browser demo test test-rust lint test-python check-long check-long-reduced \
-  bench mutation
+  bench mutation check-vllm
 
 # Editable install: maturin builds gridrail._kernels into python/gridrail/.
 install: postgres-server browser
@@ -64,11 +64,34 @@ test-python:
 
 # Long soak / differential runs at full size (tests/support/long_tier.py); CI runs the same tests
 # at reduced sizes (check-long-reduced) to stay within its time budget.
-check-long: install mutation
+check-long: install mutation check-vllm
 	$(PYTHON) -m pytest -q -rs -m long
 
-check-long-reduced: install
+check-long-reduced: install check-vllm
 	GRIDRAIL_LONG=reduced $(PYTHON) -m pytest -q -rs -m long
+
+# gridrail inside vLLM (tests/test_vllm_backend.py, docs/serving-engines.md). vLLM's wheel is a
+# CUDA build whose requirements pin another torch (and GPU-only packages that do not install
+# here), so it goes into its own environment beside gridrail's: the wheel without its
+# requirements, then those its structured-output path imports, held to the versions gridrail's
+# environment has (torch, transformers, ...). The tests skip, saying so, where vLLM is absent.
+VLLM_VERSION := 0.34.0
+VLLM_ENV := build/venv-vllm
+VLLM_IMPORTS := regex cachetools psutil sentencepiece blake3 py-cpuinfo pillow prometheus_client \
+  prometheus-fastapi-instrumentator tiktoken lm-format-enforcer==0.11.3 'llguidance>=1.7,<1.8' \
+  outlines_core==0.2.14 lark==1.2.2 partial-json-parser jsonschema pyzmq msgspec \
+  'mistral_common[image]' opencv-python-headless pyyaml einops cloudpickle watchfiles \
+  python-json-logger pybase64 cbor2 ijson setproctitle openai aiohttp orjson diskcache uvloop \
+  xgrammar
+check-vllm: install
+	@test -x $(VLLM_ENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(VLLM_ENV)
+	$(PYTHON) -m pip freeze --disable-pip-version-check | grep -iE \
+	  '^(torch|transformers|tokenizers|numpy|fastapi|starlette|pydantic|pydantic.core|huggingface.hub)==' \
+	  > $(VLLM_ENV)/constraints.txt
+	$(VLLM_ENV)/bin/pip install --quiet --disable-pip-version-check --no-deps 'vllm==$(VLLM_VERSION)'
+	$(VLLM_ENV)/bin/pip install --quiet --disable-pip-version-check \
+	  -c $(VLLM_ENV)/constraints.txt $(VLLM_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
+	$(VLLM_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_vllm_backend.py
 
 # Bounded mutation testing of the core modules on a private copy (bench/mutation.py), for
 # MUTATION_MINUTES (default 20); survivors are listed in build/mutation/summary.md, not failed on.
