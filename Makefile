@@ -91,7 +91,8 @@ check-vllm: install
 	$(VLLM_ENV)/bin/pip install --quiet --disable-pip-version-check --no-deps 'vllm==$(VLLM_VERSION)'
 	$(VLLM_ENV)/bin/pip install --quiet --disable-pip-version-check \
 	  -c $(VLLM_ENV)/constraints.txt $(VLLM_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
-	$(VLLM_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_vllm_backend.py
+	$(VLLM_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_vllm_backend.py \
+	  tests/test_vllm_serving_script.py
 
 # Bounded mutation testing of the core modules on a private copy (bench/mutation.py), for
 # MUTATION_MINUTES (default 20); survivors are listed in build/mutation/summary.md, not failed on.
