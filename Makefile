@@ -5,7 +5,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 export PIP_ROOT_USER_ACTION := ignore
 
 .PHONY: install postgres-server browser demo test test-rust lint test-python check-long check-long-reduced \
-  bench mutation check-vllm
+  bench mutation check-vllm check-sglang
 
 # Editable install: maturin builds gridrail._kernels into python/gridrail/.
 install: postgres-server browser
@@ -64,10 +64,10 @@ test-python:
 
 # Long soak / differential runs at full size (tests/support/long_tier.py); CI runs the same tests
 # at reduced sizes (check-long-reduced) to stay within its time budget.
-check-long: install mutation check-vllm
+check-long: install mutation check-vllm check-sglang
 	$(PYTHON) -m pytest -q -rs -m long
 
-check-long-reduced: install check-vllm
+check-long-reduced: install check-vllm check-sglang
 	GRIDRAIL_LONG=reduced $(PYTHON) -m pytest -q -rs -m long
 
 # gridrail inside vLLM (tests/test_vllm_backend.py, docs/serving-engines.md). vLLM's wheel is a
@@ -93,6 +93,22 @@ check-vllm: install
 	  -c $(VLLM_ENV)/constraints.txt $(VLLM_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
 	$(VLLM_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_vllm_backend.py \
 	  tests/test_vllm_serving_script.py
+
+# gridrail inside SGLang (tests/test_sglang_backend.py), installed the same way: its own
+# environment, the wheel without its CUDA requirements, what its grammar backends import.
+SGLANG_VERSION := 0.5.23
+SGLANG_ENV := build/venv-sglang
+SGLANG_IMPORTS := pybase64 pillow msgspec pyzmq aiohttp openai partial-json-parser \
+  'llguidance>=1.7,<1.8'
+check-sglang: install
+	@test -x $(SGLANG_ENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(SGLANG_ENV)
+	$(PYTHON) -m pip freeze --disable-pip-version-check | grep -iE \
+	  '^(torch|transformers|tokenizers|numpy|fastapi|starlette|pydantic|pydantic.core|huggingface.hub)==' \
+	  > $(SGLANG_ENV)/constraints.txt
+	$(SGLANG_ENV)/bin/pip install --quiet --disable-pip-version-check --no-deps 'sglang==$(SGLANG_VERSION)'
+	$(SGLANG_ENV)/bin/pip install --quiet --disable-pip-version-check \
+	  -c $(SGLANG_ENV)/constraints.txt $(SGLANG_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
+	$(SGLANG_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_sglang_backend.py
 
 # Bounded mutation testing of the core modules on a private copy (bench/mutation.py), for
 # MUTATION_MINUTES (default 20); survivors are listed in build/mutation/summary.md, not failed on.

@@ -105,13 +105,15 @@ class GridLogitsProcessor:
         return results
 
 
-def apply_token_bitmask(scores, bitmask: np.ndarray):
+def apply_token_bitmask(scores, bitmask):
     """`scores` (a torch tensor, batch x logits) with -inf wherever `bitmask`'s bit is 0; logits
-    past its bits (a model's padded output layer) are never allowed. The bits are unpacked on
-    the scores' device: only the int32 words cross to it."""
+    past its bits (a model's padded output layer) are never allowed. `bitmask` is a NumPy array
+    or a torch tensor of int32 words; the bits are unpacked on the scores' device: only the
+    words cross to it."""
     import torch
 
-    words = torch.from_numpy(bitmask).to(scores.device)
+    words = bitmask if torch.is_tensor(bitmask) else torch.from_numpy(bitmask)
+    words = words.to(scores.device)
     shifts = torch.arange(32, device=scores.device, dtype=torch.int32)
     allowed = ((words.unsqueeze(-1) >> shifts) & 1).bool().flatten(1)
     width = scores.shape[-1]
