@@ -24,6 +24,7 @@ from gridrail.errors import (
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, Matcher, compile
+from gridrail.integrations.specs import SpecError
 from gridrail.mask.bitmask import allocate_bitmask
 from gridrail.models import ModelLoadError
 from gridrail.parse.completion import CompletionError
@@ -73,6 +74,7 @@ __all__ = [
     "SemanticChecker",
     "SignatureError",
     "SigningKeyError",
+    "SpecError",
     "UnmaskedTokenError",
     "UsageError",
     "Violation",

@@ -42,7 +42,10 @@ def _kept_productions(grammar: Grammar) -> tuple[Production, ...]:
     ]
     reachable = reachable_nonterminals(grammar.start, productive_productions, grammar.is_terminal)
     kept = [p for p in productive_productions if p.lhs in reachable]
-    return tuple(replace(p, index=i) for i, p in enumerate(kept))
+    # (the constructor, not dataclasses.replace: a role's compile renumbers thousands of them)
+    return tuple(
+        Production(i, p.lhs, p.rhs, p.alias, p.origin, p.expand_single) for i, p in enumerate(kept)
+    )
 
 
 def empty_language(grammar: Grammar) -> GrammarError:
@@ -53,16 +56,31 @@ def empty_language(grammar: Grammar) -> GrammarError:
 
 
 def productive_nonterminals(grammar: Grammar) -> set[str]:
-    """Nonterminals that derive at least one terminal string."""
-    derives = {t.name for t in grammar.terminals}  # terminals, then productive nonterminals
-    changed = True
-    while changed:
-        changed = False
-        for p in grammar.productions:
-            if p.lhs not in derives and derives.issuperset(p.rhs):
-                derives.add(p.lhs)
-                changed = True
-    return {p.lhs for p in grammar.productions if p.lhs in derives}
+    """Nonterminals that derive at least one terminal string: a production counts the distinct
+    nonterminals of its right side not yet known productive, and its left side becomes
+    productive when that count reaches 0 (one pass over the productions, not a fixed point)."""
+    terminals = {t.name for t in grammar.terminals}
+    waiting: dict[str, list[int]] = {}  # nonterminal -> productions whose rhs has it
+    missing: list[int] = []
+    found: list[str] = []
+    for i, p in enumerate(grammar.productions):
+        needs = {s for s in p.rhs if s not in terminals}
+        missing.append(len(needs))
+        for symbol in needs:
+            waiting.setdefault(symbol, []).append(i)
+        if not needs:
+            found.append(p.lhs)
+    productive: set[str] = set()
+    while found:
+        symbol = found.pop()
+        if symbol in productive:
+            continue
+        productive.add(symbol)
+        for i in waiting.get(symbol, ()):
+            missing[i] -= 1
+            if not missing[i]:
+                found.append(grammar.productions[i].lhs)
+    return productive
 
 
 def reachable_nonterminals(
