@@ -92,7 +92,7 @@ check-vllm: install
 	$(VLLM_ENV)/bin/pip install --quiet --disable-pip-version-check \
 	  -c $(VLLM_ENV)/constraints.txt $(VLLM_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
 	$(VLLM_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_vllm_backend.py \
-	  tests/test_vllm_serving_script.py
+	  tests/test_engine_scripts.py
 
 # gridrail inside SGLang (tests/test_sglang_backend.py), installed the same way: its own
 # environment, the wheel without its CUDA requirements, what its grammar backends import.
@@ -108,7 +108,8 @@ check-sglang: install
 	$(SGLANG_ENV)/bin/pip install --quiet --disable-pip-version-check --no-deps 'sglang==$(SGLANG_VERSION)'
 	$(SGLANG_ENV)/bin/pip install --quiet --disable-pip-version-check \
 	  -c $(SGLANG_ENV)/constraints.txt $(SGLANG_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
-	$(SGLANG_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_sglang_backend.py
+	$(SGLANG_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_sglang_backend.py \
+	  tests/test_engine_scripts.py
 
 # Bounded mutation testing of the core modules on a private copy (bench/mutation.py), for
 # MUTATION_MINUTES (default 20); survivors are listed in build/mutation/summary.md, not failed on.

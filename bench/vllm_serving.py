@@ -20,8 +20,9 @@ the first token against 33 warm requests.
 `--dry-run` runs everything but the engines' forward pass: arguments, the specs, the requests
 of every arm (vLLM's own `SamplingParams` where vLLM imports), the backend each engine would
 get, and the tables, from a stand-in engine that "generates" each request's token budget in
-no time — so the script is known to work before it meets a GPU (tests/test_vllm_backend.py and
-tests/test_specs.py run it). Its numbers are not measurements and are marked so.
+no time — so the script is known to work before it meets a GPU (tests/test_engine_scripts.py
+runs it, in gridrail's environment and in vLLM's). Its numbers are not measurements and are
+marked so.
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
-"""bench/vllm_serving.py (issue 18 item 5) before it meets a GPU: `--dry-run` runs its arguments,
-specs, requests, arms in their own processes and tables, everything but the forward pass."""
+"""The serving-engine scripts of bench/ (issue 18), in whichever environment runs the tests (the
+main one, and those of `make check-vllm` / `make check-sglang`): bench/vllm_serving.py before
+it meets a GPU (`--dry-run` runs its arguments, specs, requests, arms in their own processes and
+tables: everything but the forward pass), and bench/engine_fill.py on every engine that
+imports."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -12,9 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def _run(*args: str, script: str = "vllm_serving.py") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "vllm_serving.py"), *args],
+        [sys.executable, str(ROOT / "bench" / script), *args],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
 
@@ -58,3 +62,15 @@ def test_bad_arguments_are_refused_before_any_engine(tmp_path: Path) -> None:
     assert "--batches is a list" in _run("--specs", specs, "--dry-run", "--batches", "x").stderr
     bad = _run("--specs", str(tmp_path / "absent.toml"), "--dry-run")
     assert bad.returncode != 0 and "cannot read the spec file" in bad.stderr
+
+
+def test_the_batch_fill_is_measured_on_every_engine_that_imports() -> None:
+    done = _run("--batches", "1,3", "--steps", "4", "--json", script="engine_fill.py")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    expected = {"gridrail"} | {
+        engine for engine in ("vllm", "sglang") if importlib.util.find_spec(engine) is not None
+    }
+    assert {r["arm"] for r in rows} == expected
+    assert {r["batch"] for r in rows} == {1, 3}
+    assert all(r["steps"] == 4 and r["fill_us"] > 0 for r in rows)
