@@ -70,12 +70,24 @@ check-long: install mutation check-vllm check-sglang
 check-long-reduced: install check-vllm check-sglang
 	GRIDRAIL_LONG=reduced $(PYTHON) -m pytest -q -rs -m long
 
-# gridrail inside vLLM (tests/test_vllm_backend.py, docs/serving-engines.md). vLLM's wheel is a
-# CUDA build whose requirements pin another torch (and GPU-only packages that do not install
-# here), so it goes into its own environment beside gridrail's: the wheel without its
-# requirements, then those its structured-output path imports, held to the versions gridrail's
-# environment has (torch, transformers, ...). The tests skip, saying so, where vLLM is absent.
-VLLM_VERSION := 0.34.0
+# gridrail inside the serving engines (docs/serving-engines.md). Their wheels are CUDA builds
+# whose requirements pin another torch (and GPU-only packages that do not install here), so each
+# goes into its own environment beside gridrail's (it sees gridrail's packages): the wheel
+# without its requirements, then the packages its structured-output path imports, held to the
+# versions gridrail's environment has (torch, transformers, ...); then its tests, which skip,
+# saying so, wherever the engine is absent.
+# $(call engine_check,ENV,WHEEL,IMPORTS,TESTS)
+define engine_check
+	@test -x $(1)/bin/python || $(PYTHON) -m venv --system-site-packages $(1)
+	$(PYTHON) -m pip freeze --disable-pip-version-check | grep -iE \
+	  '^(torch|transformers|tokenizers|numpy|fastapi|starlette|pydantic|pydantic.core|huggingface.hub)==' \
+	  > $(1)/constraints.txt
+	$(1)/bin/pip install --quiet --disable-pip-version-check --no-deps '$(2)'
+	$(1)/bin/pip install --quiet --disable-pip-version-check -c $(1)/constraints.txt $(3) \
+	  2>&1 | grep -v 'requires\|incompatible\|resolver' || true
+	$(1)/bin/python -m pytest -q -rs -p no:cacheprovider $(4) tests/test_engine_scripts.py
+endef
+
 VLLM_ENV := build/venv-vllm
 VLLM_IMPORTS := regex cachetools psutil sentencepiece blake3 py-cpuinfo pillow prometheus_client \
   prometheus-fastapi-instrumentator tiktoken lm-format-enforcer==0.11.3 'llguidance>=1.7,<1.8' \
@@ -84,32 +96,13 @@ VLLM_IMPORTS := regex cachetools psutil sentencepiece blake3 py-cpuinfo pillow p
   python-json-logger pybase64 cbor2 ijson setproctitle openai aiohttp orjson diskcache uvloop \
   xgrammar
 check-vllm: install
-	@test -x $(VLLM_ENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(VLLM_ENV)
-	$(PYTHON) -m pip freeze --disable-pip-version-check | grep -iE \
-	  '^(torch|transformers|tokenizers|numpy|fastapi|starlette|pydantic|pydantic.core|huggingface.hub)==' \
-	  > $(VLLM_ENV)/constraints.txt
-	$(VLLM_ENV)/bin/pip install --quiet --disable-pip-version-check --no-deps 'vllm==$(VLLM_VERSION)'
-	$(VLLM_ENV)/bin/pip install --quiet --disable-pip-version-check \
-	  -c $(VLLM_ENV)/constraints.txt $(VLLM_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
-	$(VLLM_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_vllm_backend.py \
-	  tests/test_engine_scripts.py
+	$(call engine_check,$(VLLM_ENV),vllm==0.34.0,$(VLLM_IMPORTS),tests/test_vllm_backend.py)
 
-# gridrail inside SGLang (tests/test_sglang_backend.py), installed the same way: its own
-# environment, the wheel without its CUDA requirements, what its grammar backends import.
-SGLANG_VERSION := 0.5.23
 SGLANG_ENV := build/venv-sglang
 SGLANG_IMPORTS := pybase64 pillow msgspec pyzmq aiohttp openai partial-json-parser \
   'llguidance>=1.7,<1.8'
 check-sglang: install
-	@test -x $(SGLANG_ENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(SGLANG_ENV)
-	$(PYTHON) -m pip freeze --disable-pip-version-check | grep -iE \
-	  '^(torch|transformers|tokenizers|numpy|fastapi|starlette|pydantic|pydantic.core|huggingface.hub)==' \
-	  > $(SGLANG_ENV)/constraints.txt
-	$(SGLANG_ENV)/bin/pip install --quiet --disable-pip-version-check --no-deps 'sglang==$(SGLANG_VERSION)'
-	$(SGLANG_ENV)/bin/pip install --quiet --disable-pip-version-check \
-	  -c $(SGLANG_ENV)/constraints.txt $(SGLANG_IMPORTS) 2>&1 | grep -v 'requires\|incompatible\|resolver' || true
-	$(SGLANG_ENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/test_sglang_backend.py \
-	  tests/test_engine_scripts.py
+	$(call engine_check,$(SGLANG_ENV),sglang==0.5.23,$(SGLANG_IMPORTS),tests/test_sglang_backend.py)
 
 # Bounded mutation testing of the core modules on a private copy (bench/mutation.py), for
 # MUTATION_MINUTES (default 20); survivors are listed in build/mutation/summary.md, not failed on.
