@@ -76,6 +76,10 @@ def _compare(statements: list[str]) -> list[str]:
         theirs = (ref.accepts_sentence(s), ref.first_error(s))
         if ours != theirs:
             problems.append(f"{s!r}: ours (sentence, first error) = {ours}, lark = {theirs}")
+        # the one-pass verdict `guide.check` uses is the two passes' (and so lark's)
+        one_pass = ours[1] if ours[1] is not None else (None if ours[0] else len(data))
+        if oracle.sentence_error(data) != one_pass:
+            problems.append(f"{s!r}: sentence_error {oracle.sentence_error(data)} != {one_pass}")
     return problems
 
 

@@ -307,9 +307,7 @@ class Guide:
             )
         # (a lone surrogate encodes to bytes that are not UTF-8, which no sentence holds)
         data = sql.encode("utf-8", "surrogatepass")
-        error = self.oracle.first_error(data)
-        if error is None and not self.oracle.accepts(data):
-            error = len(data)
+        error = self.oracle.sentence_error(data)
         violations = []
         if error is not None:
             violations.append(_outside_language(self, data, error))

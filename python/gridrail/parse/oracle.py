@@ -320,6 +320,16 @@ class Oracle:
         cfg = self.try_feed(self.initial, data)
         return cfg is not None and self.eos_ok(cfg)
 
+    def sentence_error(self, data: bytes) -> int | None:
+        """Where `data` fails to be a sentence, from one pass over it: the offset of its first
+        byte that no viable prefix has, `len(data)` when it is a viable prefix that is not a
+        complete sentence, None when it is one."""
+        _require_bytes(data)
+        last, failed_at = self._advance(self.initial, data)
+        if failed_at >= 0:
+            return failed_at
+        return None if self.eos_ok(last) else len(data)
+
 
 def _require_bytes(data: object) -> None:
     if not isinstance(data, bytes | bytearray | memoryview):
