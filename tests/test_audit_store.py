@@ -41,8 +41,8 @@ def _execute(location: str, sql: str, params: tuple = ()) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
-def _replica(hr_db: Path, keys: dict, tmp_path: Path, location: str) -> TestClient:
-    service = _service(hr_db, keys["path"], tmp_path, store=AuditStore(location))
+def _replica(hr_db: Path, keys: dict, tmp_path: Path, location: str, **options) -> TestClient:
+    service = _service(hr_db, keys["path"], tmp_path, store=AuditStore(location), **options)
     return TestClient(create_app(service))
 
 
@@ -131,3 +131,35 @@ def test_a_store_that_cannot_be_opened_is_one_error_without_the_password(tmp_pat
         AuditStore(tmp_path / "absent.sqlite", create=False)
     err = io.StringIO()
     assert main(["audit", "verify", "--store", "host=127.0.0.1 port=1 dbname=x"], err) == 2
+
+
+def test_replicas_on_a_postgres_store_share_each_keys_limit(
+    audit_store_dsn: str, keys, hr_db, tmp_path: Path
+) -> None:
+    """5 requests a minute per key, whichever replica takes them; another key is not limited by
+    this one; the bucket refills with (wall-clock) time."""
+    now = [1_000_000.0]
+    one, two = (
+        _replica(hr_db, keys, tmp_path, audit_store_dsn, requests_per_minute=5,
+                 wall_clock=lambda: now[0])
+        for _ in range(2)
+    )  # fmt: skip
+    body, analyst = {"sql": "SELECT 1;"}, _as(keys["analyst"])
+    codes = [c.post("/v1/check", json=body, headers=analyst).status_code for c in (one, two) * 3]
+    assert codes == [200] * 5 + [429]
+    r = one.post("/v1/check", json=body, headers=analyst)
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert two.post("/v1/check", json=body, headers=_as(keys["auditor"])).status_code == 200
+    now[0] += 12.0  # 5 a minute: one request back every 12 s
+    assert two.post("/v1/check", json=body, headers=analyst).status_code == 200
+    assert one.post("/v1/check", json=body, headers=analyst).status_code == 429
+
+
+def test_a_sqlite_store_leaves_the_limit_to_each_replica(keys, hr_db, tmp_path: Path) -> None:
+    location = str(tmp_path / "audit.sqlite")
+    one, two = (_replica(hr_db, keys, tmp_path, location, requests_per_minute=2) for _ in range(2))
+    body, analyst = {"sql": "SELECT 1;"}, _as(keys["analyst"])
+    assert [
+        c.post("/v1/check", json=body, headers=analyst).status_code for c in (one, one, two, two)
+    ] == [200] * 4
+    assert one.post("/v1/check", json=body, headers=analyst).status_code == 429

@@ -604,3 +604,9 @@ def test_a_keys_file_gone_while_serving_is_a_503(client: TestClient, keys) -> No
     Path(keys["path"]).unlink()
     r = client.post("/v1/check", json={"sql": "SELECT 1;"}, headers=_as(keys["analyst"]))
     assert r.status_code == 503 and r.json()["error"] == "unavailable"
+
+
+def test_a_service_without_room_for_a_request_is_refused_at_start(keys, hr_db, tmp_path) -> None:
+    for options in ({"requests_per_minute": 0}, {"deadline_s": 0.0}):
+        with pytest.raises(gr.UsageError, match="at least 1 request a minute"):
+            _service(hr_db, keys["path"], tmp_path, **options)

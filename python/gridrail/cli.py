@@ -882,6 +882,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--no-model", action="store_true", help="serve /v1/check only (no /v1/ask)")
     s.add_argument(
+        "--requests-per-minute", type=int, metavar="N",
+        help="requests a key may make per minute (default: 120); replicas sharing a PostgreSQL "
+        "audit store share each key's limit", **env("requests-per-minute", "120"),
+    )  # fmt: skip
+    s.add_argument(
         "--deadline-s", type=float, metavar="SECONDS",
         help="the longest an answer may take, from the request's arrival: the generation "
         "running then ends with the shortest completion and no further candidate starts "
@@ -950,8 +955,9 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     keys = KeyStore.read(args.keys)
     model = None if args.no_model else load_model(args.model or None, progress.say, args.runtime)
     service = Service(
-        database, policy, keys, AuditStore(args.audit_store), model, deadline_s=args.deadline_s
-    )
+        database, policy, keys, AuditStore(args.audit_store), model,
+        deadline_s=args.deadline_s, requests_per_minute=args.requests_per_minute,
+    )  # fmt: skip
     requests = logging.getLogger("gridrail.serve")  # one JSON line per request, on stderr
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))

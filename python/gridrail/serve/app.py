@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_MAX_TOKENS, ask
 from gridrail.audit import AuditLog
 from gridrail.database import Database
-from gridrail.errors import GridrailError
+from gridrail.errors import GridrailError, UsageError
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, compile
 from gridrail.lru import CacheStats
@@ -103,14 +103,26 @@ class Service:
     schema_refresh_s: float = SCHEMA_REFRESH_S
     deadline_s: float = DEADLINE_S
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time  # comparable across replicas
 
     def __post_init__(self) -> None:
+        if self.requests_per_minute < 1 or not self.deadline_s > 0:
+            raise UsageError(
+                "the service needs at least 1 request a minute per key and a positive deadline "
+                f"(got {self.requests_per_minute} and {self.deadline_s} s)"
+            )
         self._schema = self.database.schema()
         self._schema_read = self.clock()
         self._schema_lock = threading.Lock()
         self.metrics = Metrics()
         self.model_lock = threading.Lock()
-        self.limiter = RateLimiter(self.requests_per_minute, self.clock)
+        # replicas sharing a PostgreSQL store share each key's limit there (on wall-clock time)
+        shared = self.store.kind == "postgres"
+        self.limiter = RateLimiter(
+            self.requests_per_minute,
+            self.wall_clock if shared else self.clock,
+            self.store if shared else None,
+        )
         # one guide per (kind, role, catalog fingerprint), built once (single-flight) and kept
         # warm, so its caches serve later requests; a new catalog rolls the role's guide over
         self.guides = Registry(capacity=GUIDES_HELD, failure_ttl=0)
@@ -163,24 +175,38 @@ class Service:
 
 
 class RateLimiter:
-    """At most `per_minute` requests per key in any minute (a token bucket refilled evenly)."""
+    """At most `per_minute` requests per key in any minute (a token bucket refilled evenly),
+    counted in this process — or, with a `store` that replicas share (PostgreSQL), in the store,
+    so the limit holds across replicas (then `clock` must be a wall clock)."""
 
-    def __init__(self, per_minute: int, clock: Callable[[], float]):
-        self.per_minute, self.clock = per_minute, clock
+    def __init__(
+        self, per_minute: int, clock: Callable[[], float], store: AuditStore | None = None
+    ):
+        self.per_minute, self.clock, self.store = per_minute, clock, store
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def take(self, key: str) -> float:
         """0 when a request may go now, else the seconds until one may."""
         now = self.clock()
+        if self.store is not None:
+            return self.store.take_request(key, self.per_minute, now, token_bucket)
         with self._lock:
-            tokens, then = self._buckets.get(key, (float(self.per_minute), now))
-            tokens = min(self.per_minute, tokens + (now - then) * self.per_minute / 60)
-            if tokens < 1:
-                self._buckets[key] = (tokens, now)
-                return (1 - tokens) * 60 / self.per_minute
-            self._buckets[key] = (tokens - 1, now)
-            return 0.0
+            tokens, wait = token_bucket(self._buckets.get(key), now, self.per_minute)
+            self._buckets[key] = (tokens, now)
+            return wait
+
+
+def token_bucket(
+    found: tuple[float, float] | None, now: float, per_minute: int
+) -> tuple[float, float]:
+    """A key's bucket after a request at `now`: (tokens left, seconds to wait: 0 if the
+    request may go), from `found` (tokens, when last updated) or a full bucket."""
+    tokens, then = found if found is not None else (float(per_minute), now)
+    tokens = min(per_minute, tokens + max(0.0, now - then) * per_minute / 60)
+    if tokens < 1:
+        return tokens, (1 - tokens) * 60 / per_minute
+    return tokens - 1, 0.0
 
 
 # upper bounds (ms) of the per-token guard latency histogram's buckets

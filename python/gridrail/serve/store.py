@@ -17,7 +17,7 @@ import sqlite3
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +48,12 @@ TABLES = (
     fingerprint TEXT NOT NULL,
     content TEXT NOT NULL,
     PRIMARY KEY (name, fingerprint)
+)""",
+    # the per-key request limit that replicas sharing the store share: a token bucket
+    """CREATE TABLE IF NOT EXISTS rate_limits (
+    principal TEXT PRIMARY KEY,
+    tokens DOUBLE PRECISION NOT NULL,
+    updated DOUBLE PRECISION NOT NULL  -- seconds since the epoch
 )""",
 )
 COLUMNS = ("id", "created", "principal", "role", "question", "sql", "ran", "logs")
@@ -111,6 +117,35 @@ class AuditStore:
                 run(f"INSERT INTO answers VALUES ({self._db.params(len(COLUMNS))})", row)
             self._archived.update((n, fp) for n, fp in new.items())
         return audit_id
+
+    def take_request(
+        self,
+        key: str,
+        per_minute: int,
+        now: float,
+        bucket: Callable[[tuple[float, float] | None, float, int], tuple[float, float]],
+    ) -> float:
+        """One request of `key` against the bucket every user of the store shares: `bucket`
+        (found, now, per_minute) -> (tokens left, wait) applied to the stored row with the row
+        locked, in one transaction; the wait."""
+        param = self._db.params(1)
+        with self._lock, self._db.transaction() as run:
+            run(
+                f"INSERT INTO rate_limits VALUES ({self._db.params(3)}) ON CONFLICT DO NOTHING",
+                (key, float(per_minute), now),
+            )
+            found = run(
+                f"SELECT tokens, updated FROM rate_limits WHERE principal = {param}"
+                + self._db.lock_row,
+                (key,),
+            ).fetchone()
+            tokens, wait = bucket(found, now, per_minute)
+            run(
+                f"UPDATE rate_limits SET tokens = {param}, updated = {param} "
+                f"WHERE principal = {param}",
+                (tokens, now, key),
+            )
+        return wait
 
     def get(self, audit_id: str) -> dict | None:
         """The stored answer, each log's lines and whether every chain verifies."""
@@ -195,6 +230,7 @@ class _Sqlite:
     survives a crash of the machine as well as of the process."""
 
     kind = "sqlite"
+    lock_row = ""  # a write transaction (BEGIN IMMEDIATE) locks the whole file
     insert_artifact = "INSERT INTO artifacts VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 
     def __init__(self, path: str):
@@ -239,6 +275,7 @@ class _Postgres:
     if the server dropped it (a restart) before a statement."""
 
     kind = "postgres"
+    lock_row = " FOR UPDATE"
     insert_artifact = "INSERT INTO artifacts VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
 
     def __init__(self, dsn: str):
