@@ -677,3 +677,49 @@ def test_logs_replay_across_kernel_modes(tmp_path: Path) -> None:
     for log in logs:
         read = AuditLog.read(str(log))
         assert replay(read, there / "archive") == len(read.records), log
+
+
+def _recorded(guide: gr.Guide, text: str) -> AuditLog:
+    log = AuditLog()
+    m = guide.matcher(audit=log)
+    assert m.accept_tokens([*guide.trie.tokenize(text.encode()), guide.vocab.eos_token_id])
+    log.seal("eos", guide.artifacts())
+    return log
+
+
+def test_each_step_records_the_rung_of_the_names_ladder(tmp_path: Path) -> None:
+    """Where a name terminal is in play, the record says whether Γ chose the names ("gamma")
+    or the role's lexicon did ("open"); replay recomputes it, and an edited rung is found even
+    with the chain rehashed."""
+    vocab = _small_vocab()
+    gamma = hr_guide(vocab, "analyst", gr.GenerationProfile(), gamma=True)
+    save_guide(gamma, tmp_path)
+    log = _recorded(gamma, "SELECT name FROM employees WHERE dept = 'ops';")
+    rungs = Counter(r.get("rung") for r in log.records)
+    assert rungs["gamma"] > 0 and rungs["open"] == 0 and rungs[None] > 0  # the string, the end
+    assert replay(log, tmp_path) == len(log.records)
+    # a statement whose names Γ leaves open (a write of the clerk)
+    clerk = hr_guide(vocab, "clerk", gr.GenerationProfile(), gamma=True)
+    save_guide(clerk, tmp_path)
+    written = _recorded(clerk, "UPDATE orders SET total = 1 WHERE id = 3;")
+    assert {r.get("rung") for r in written.records} - {None} == {"open"}
+    assert replay(written, tmp_path) == len(written.records)
+    # without Γ: the lexicon's words everywhere; without a schema: no names, no rung
+    plain = hr_guide(vocab, "analyst")
+    assert {r.get("rung") for r in _recorded(plain, "SELECT name FROM orders;").records} == {
+        "open",
+        None,
+    }
+    assert all("rung" not in r for r in _recorded(_plain_guide(), "SELECT 1;").records)
+    # the rung edited, the chain recomputed over it: verify passes, replay does not
+    edited = AuditLog()
+    for record in log.records:
+        body = {k: v for k, v in record.items() if k not in ("hash", "prev", "step", "type")}
+        if body.get("rung") == "gamma":
+            body["rung"] = "open"
+        edited.append(body["config"], body["entry"], body["token"], body["blocked"],
+                      body["kind"], body.get("rung"))  # fmt: skip
+    edited.seal("eos", gamma.artifacts())
+    verify(edited)
+    with pytest.raises(AuditError, match="recorded rung 'open' is not the replayed 'gamma'"):
+        replay(edited, tmp_path)

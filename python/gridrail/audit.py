@@ -16,7 +16,7 @@ signature of the seal's hash — which commits to every record through the chain
 
 JSONL format (one JSON object per line, keys sorted, no spaces):
   {"type":"record","step":N,"config":HEX,"entry":HEX,"token":ID,"blocked":N,"kind":K,
-   "prev":HEX,"hash":HEX}
+   ["rung":R,]"prev":HEX,"hash":HEX}
   ...
   {"type":"seal","stop":REASON,"artifacts":{NAME:FINGERPRINT},"mode":{FLAG:VALUE},
    "steps":N,"prev":HEX,"hash":HEX[,"signed_by":KEY_FINGERPRINT,"signature":HEX]}
@@ -24,6 +24,8 @@ The seal's hash is over every field but "hash", "signed_by" and "signature".
 Kinds: "sampled" (chosen by the model), "forced" (a jump-forward token), "reserve" (written by
 the budget trigger), "eos", and "rollback" (token = number of steps undone; entry and config
 are those of the configuration returned to).
+Rungs (only where a name terminal is in play at the step): "gamma" (Γ allowed only names that
+bind) or "open" (the role's lexicon words); replay recomputes them.
 """
 
 from __future__ import annotations
@@ -106,7 +108,15 @@ class AuditLog:
         Only `verify(log, public_key)` shows that the signature is that key's."""
         return self.seal_record.get("signed_by") if self.seal_record else None
 
-    def append(self, config: str, entry: str, token: int, blocked: int, kind: str) -> dict:
+    def append(
+        self,
+        config: str,
+        entry: str,
+        token: int,
+        blocked: int,
+        kind: str,
+        rung: str | None = None,
+    ) -> dict:
         if self.seal_record is not None:
             raise AuditError("the log is sealed: start a new one for a new generation")
         if kind not in KINDS:
@@ -121,6 +131,8 @@ class AuditLog:
             "kind": kind,
             "prev": self.head,
         }
+        if rung is not None:  # where a name terminal is in play (see `Guide.rung`)
+            body["rung"] = rung
         record = {**body, "hash": _chain(body)}
         self.records.append(record)
         return record
@@ -274,6 +286,11 @@ def _replay_step(guide: Guide, matcher: Matcher, record: Mapping[str, object], s
     entry, mask = matcher.mask_with_entry()
     blocked = guide.vocab.size - mask.count()
     _expect(record, matcher.configuration_hash(), entry.entry_id, blocked, step)
+    # (logs written before rungs were recorded have none: nothing to compare)
+    if "rung" in record and record["rung"] != matcher.rung():
+        raise AuditError(
+            f"the recorded rung {record['rung']!r} is not the replayed {matcher.rung()!r}", step
+        )
     if not 0 <= token < guide.vocab.size or token not in mask:
         raise AuditError(f"token {token} is outside the mask at this step", step)
     if guide.is_eos(token) != (record["kind"] == "eos"):

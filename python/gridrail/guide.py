@@ -328,6 +328,17 @@ class Guide:
                 judged = self._judge.violations(sql, found)
         return sorted(violations, key=lambda v: (v.start, v.end)) + judged
 
+    def rung(self, cfg: Configuration, gamma: GammaState | None = None) -> str | None:
+        """The rung of the names ladder the mask at `cfg` stands on (audit records carry it):
+        None where no name terminal is in play; "gamma" where Γ allows only the names that
+        bind; "open" where names are the role's lexicon words (no Γ, or a statement whose
+        names Γ leaves open: INSERT, UPDATE, DELETE)."""
+        if not self.keys.is_identifier_position(cfg):
+            return None
+        if self.binder is not None and gamma is not None and self.binder.resolves(gamma):
+            return "gamma"
+        return "open"
+
     def completion(self, cfg: Configuration, gamma: GammaState | None = None) -> list[int]:
         """Tokens of a shortest legal completion at `cfg`, ending with EOS (Proposition 9's
         Write(shortest completion + EOS)); its length is the token-denominated reserve. With Γ,
@@ -678,7 +689,12 @@ class Matcher:
             token_id,
             self.guide.vocab.size - mask.count(),
             kind,
+            self.rung(),
         )
+
+    def rung(self) -> str | None:
+        """The names ladder's rung of the current mask (`Guide.rung`)."""
+        return self.guide.rung(self.configuration, self._gamma_at(-1))
 
     def _within_budget(
         self, token_ids: Sequence[int], cfg: Configuration, gamma: GammaState | None
