@@ -113,8 +113,9 @@ class AuditStore:
             texts = artifact_texts(guide, new) if new else {}
             with self._db.transaction() as run:
                 for name, text in texts.items():
-                    run(self._db.insert_artifact, (name, new[name], text))
-                run(f"INSERT INTO answers VALUES ({self._db.params(len(COLUMNS))})", row)
+                    run(f"INSERT INTO artifacts VALUES ({self._params(3)}) ON CONFLICT DO NOTHING",
+                        (name, new[name], text))  # fmt: skip
+                run(f"INSERT INTO answers VALUES ({self._params(len(COLUMNS))})", row)
             self._archived.update((n, fp) for n, fp in new.items())
         return audit_id
 
@@ -128,10 +129,10 @@ class AuditStore:
         """One request of `key` against the bucket every user of the store shares: `bucket`
         (found, now, per_minute) -> (tokens left, wait) applied to the stored row with the row
         locked, in one transaction; the wait."""
-        param = self._db.params(1)
+        param = self._params(1)
         with self._lock, self._db.transaction() as run:
             run(
-                f"INSERT INTO rate_limits VALUES ({self._db.params(3)}) ON CONFLICT DO NOTHING",
+                f"INSERT INTO rate_limits VALUES ({self._params(3)}) ON CONFLICT DO NOTHING",
                 (key, float(per_minute), now),
             )
             found = run(
@@ -150,7 +151,7 @@ class AuditStore:
     def get(self, audit_id: str) -> dict | None:
         """The stored answer, each log's lines and whether every chain verifies."""
         rows = self._query(
-            f"SELECT {', '.join(COLUMNS)} FROM answers WHERE id = {self._db.params(1)}",
+            f"SELECT {', '.join(COLUMNS)} FROM answers WHERE id = {self._params(1)}",
             (audit_id,),
         )
         if not rows:
@@ -190,8 +191,8 @@ class AuditStore:
             wanted.update((k, v) for k, v in (seal.get("artifacts") or {}).items() if v)
         for name, fingerprint in sorted(wanted):
             rows = self._query(
-                f"SELECT content FROM artifacts WHERE name = {self._db.params(1)} "
-                f"AND fingerprint = {self._db.params(1)}",
+                f"SELECT content FROM artifacts WHERE name = {self._params(1)} "
+                f"AND fingerprint = {self._params(1)}",
                 (name, fingerprint),
             )
             if rows:  # one not stored is reported by replay, naming the file it lacks
@@ -210,6 +211,10 @@ class AuditStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _params(self, n: int) -> str:
+        """`n` parameter placeholders in the store's driver's style."""
+        return ", ".join([self._db.placeholder] * n)
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         with self._lock:
@@ -231,7 +236,7 @@ class _Sqlite:
 
     kind = "sqlite"
     lock_row = ""  # a write transaction (BEGIN IMMEDIATE) locks the whole file
-    insert_artifact = "INSERT INTO artifacts VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+    placeholder = "?"
 
     def __init__(self, path: str):
         try:
@@ -242,10 +247,6 @@ class _Sqlite:
                 self._db.execute(table)
         except sqlite3.Error as exc:
             raise AuditStoreError(f"{path}: the audit store cannot be opened: {exc}") from None
-
-    @staticmethod
-    def params(n: int) -> str:
-        return ", ".join("?" * n)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -276,7 +277,7 @@ class _Postgres:
 
     kind = "postgres"
     lock_row = " FOR UPDATE"
-    insert_artifact = "INSERT INTO artifacts VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+    placeholder = "%s"
 
     def __init__(self, dsn: str):
         import psycopg
@@ -299,10 +300,6 @@ class _Postgres:
             raise AuditStoreError(
                 f"the PostgreSQL audit store cannot be reached: {str(exc).strip()}"
             ) from None
-
-    @staticmethod
-    def params(n: int) -> str:
-        return ", ".join(["%s"] * n)
 
     def _live(self):
         if self._db.closed or self._db.broken:
