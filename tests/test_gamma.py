@@ -337,7 +337,7 @@ def test_masks_are_shared_by_equal_gamma_states_only() -> None:
     prefix reuses the first's mask; the same configuration under other names declared does
     not (the qualifier `e.` binds employees in one statement, orders in the other)."""
     guide = _guide()
-    stats = guide._gamma_masks.stats
+    stats = guide.cache_stats()["masks"]
     prefixes = [
         b"SELECT e.name FROM employees AS e WHERE e.",
         b"SELECT e.id FROM orders AS e WHERE e.",

@@ -183,6 +183,21 @@ def test_fill_bitmask_layout(tiny_guide: gr.Guide) -> None:
     assert not mask[0].any()
     with pytest.raises(ValueError, match="int32 array"):
         m.fill_bitmask(np.zeros((1, 3), dtype=np.int32), 0)
+    # what the common call's quick check lets through, the full check judges
+    width = mask.shape[1]
+    with pytest.raises(ValueError, match="int32 array"):
+        m.fill_bitmask(np.zeros((1, width), dtype=">i4"), 0)  # not the native layout
+    read_only = gr.allocate_bitmask(1, tiny_guide.vocab.size)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        m.fill_bitmask(read_only, 0)
+    with pytest.raises(ValueError, match="integer"):
+        m.fill_bitmask(mask, True)
+    with pytest.raises(ValueError, match="outside"):
+        m.fill_bitmask(mask, 2)
+    again = gr.allocate_bitmask(2, tiny_guide.vocab.size)
+    m.fill_bitmask(again, np.int64(-1))  # NumPy integers and negative rows, as lists take them
+    assert (again[1] == mask[1]).all() and not again[0].any()
 
 
 def test_forced_tokens_jump_forward() -> None:
@@ -264,10 +279,11 @@ def test_rule_ii_by_live_set_union_equals_trial_over_bytes(monkeypatch) -> None:
     assert checked > 10_000
 
 
-def test_memoized_cd_residue_equals_live_verdicts() -> None:
-    """A stack met again (an IN list returns to the same interned nodes) takes its CD residue
-    from the guide's memo: bit-identical to the verdicts computed live, also when the memo is
-    small enough to evict all the time."""
+def test_memoized_masks_equal_live_ones() -> None:
+    """A configuration met again takes its mask from the guide's memo of masks by
+    configuration; a stack met again with the same walk (an IN list returns to the same
+    interned nodes) from the memo by stack node: both bit-identical to the mask computed live,
+    also when the stack memo is small enough to evict all the time."""
     from tokenizers import Tokenizer
 
     from gridrail.mask.compute import next_token_mask
@@ -282,16 +298,46 @@ def test_memoized_cd_residue_equals_live_verdicts() -> None:
     for memo in (roomy, tiny):
         guide = gr.compile(_sqlite(), vocab, registry=gr.Registry())
         guide.oracle.stack_memo = memo
-        for replay in range(2):
+        by_configuration = guide.cache_stats()["masks"]
+        for replay in range(3):
+            if replay == 2:
+                guide._masks.clear()  # the third pass goes to the stack memo
             m = guide.matcher()
             for token in ids:
                 cfg = m.configuration
                 live = next_token_mask(guide.oracle, guide.trie, vocab, cfg)
                 assert guide.mask(cfg) == live, f"pass {replay}, after {m.num_accepted} tokens"
                 assert m.accept_tokens([token])
+            if replay == 1:  # the whole second pass
+                assert by_configuration.hits >= len(ids)
         assert 0 < memo.stats.entries <= memo.capacity
-    assert roomy.stats.hits > len(ids) and not roomy.stats.evictions  # the whole second pass
+    assert roomy.stats.hits >= len(ids) and not roomy.stats.evictions  # the whole third pass
     assert tiny.stats.evictions > len(ids)
+
+
+def test_advances_are_the_oracles_own_and_kept() -> None:
+    """`Guide.advance` is the oracle's feed of the token's bytes (None where it refuses them),
+    remembered: the same step again returns the configuration it returned before."""
+    vocab = gr.Vocabulary.from_file(asset("tokenizers", "gpt2", "tokenizer.json"))
+    guide = gr.compile(_sqlite(), vocab, registry=gr.Registry())
+    rng = random.Random(7)
+    cfg, refused, taken = guide.oracle.initial, 0, 0
+    for _ in range(60):
+        for token in rng.sample(range(vocab.size), 50):
+            spelling = vocab.token_bytes(token)
+            expected = None if spelling is None else guide.oracle.try_feed(cfg, spelling)
+            after = guide.advance(cfg, token)
+            assert after == expected
+            assert guide.advance(cfg, token) is after  # kept
+            refused += after is None
+        allowed = guide.mask(cfg).ids()
+        token = rng.choice([t for t in allowed if t not in vocab.eos_token_ids] or allowed)
+        if token in vocab.eos_token_ids:
+            cfg = guide.oracle.initial
+            continue
+        cfg, taken = guide.advance(cfg, token), taken + 1
+        assert cfg is not None
+    assert refused and taken  # both answers were checked
 
 
 def test_stack_memo_is_bounded_and_least_recently_used() -> None:

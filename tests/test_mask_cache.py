@@ -81,8 +81,9 @@ def test_a_generic_entry_at_an_identifier_position_raises(monkeypatch) -> None:
         )
 
     monkeypatch.setattr(KeyMaker, "key", generic)
+    other = guide.oracle.feed(guide.oracle.initial, b"select * from empl")  # no mask kept yet
     with pytest.raises(IdentifierCompositionError, match="Proposition 6"):
-        guide.mask(cfg)
+        guide.mask(other)
     # the guard is about positions, not keys as such: away from identifiers a generic key is
     # the right key and is answered
     monkeypatch.undo()

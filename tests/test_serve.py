@@ -281,7 +281,7 @@ def test_metrics_have_the_cache_hit_rates_of_the_guides_kept_warm(client: TestCl
     # the analyst's guide was compiled once and served warm to the second request
     assert values['gridrail_guide_lookups_total{outcome="built"}'] == 1
     assert values['gridrail_guide_lookups_total{outcome="hit"}'] >= 1
-    for cache in ("t1", "t2", "residue", "gamma"):
+    for cache in ("t1", "t2", "stack", "masks"):
         hits, misses = (
             values[f'gridrail_cache_hits{{cache="{cache}"}}'],
             values[f'gridrail_cache_misses{{cache="{cache}"}}'],
@@ -290,7 +290,7 @@ def test_metrics_have_the_cache_hit_rates_of_the_guides_kept_warm(client: TestCl
         assert ratio == pytest.approx(hits / (hits + misses) if hits + misses else 0.0, abs=1e-6)
     # the second request's masks came from the first's walks
     assert (
-        values['gridrail_cache_hits{cache="t1"}'] + values['gridrail_cache_hits{cache="gamma"}'] > 0
+        values['gridrail_cache_hits{cache="t1"}'] + values['gridrail_cache_hits{cache="masks"}'] > 0
     )
 
 

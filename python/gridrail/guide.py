@@ -14,6 +14,7 @@ import contextlib
 import gc
 import hashlib
 import operator
+import sys
 import threading
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -60,8 +61,13 @@ if TYPE_CHECKING:
     from gridrail.policy.schema import Schema
     from gridrail.policy.view import SchemaView
 
-# Γ-filtered masks a guide keeps (each names its configuration and Γ's digest).
-GAMMA_MASKS, GAMMA_MASK_BYTES = 4096, 64 << 20
+# Masks a guide keeps by configuration (and Γ's digest, under Γ).
+MASKS, MASK_BYTES = 4096, 64 << 20
+# Steps a guide keeps (configuration, token -> configuration), bounded by count alone: each
+# holds one small configuration, whose stack it shares with the one before.
+ADVANCES = 1 << 15
+_INT32 = np.dtype(np.int32)
+_WHOLE_MASK = "mask"  # the stack memo's key of a language mask (with its walk's id and EOS)
 MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the mask stays singleton
 # What `Matcher.accept_tokens` may call the tokens it records (replay passes "eos" back in).
 TOKEN_KINDS = ("sampled", "forced", "reserve", "eos")
@@ -110,20 +116,21 @@ class Guide:
         self.names = names
         self.binder = Binder(self.oracle, names) if names is not None else None
         self._shapes = _token_shapes(vocab) if self.binder else None
-        self._gamma_masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(
-            GAMMA_MASKS, GAMMA_MASK_BYTES
-        )
+        self._masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(MASKS, MASK_BYTES)
+        self._advances: BoundedLRU[tuple[Configuration | None]] = BoundedLRU(ADVANCES, sys.maxsize)
+        self._words = words_per_row(vocab.size)  # of a bitmask row
 
     def cache_stats(self) -> dict[str, CacheStats]:
         """The live counters of the caches this guide's masks go through: "t1" (walks of its
         grammar, vocabulary and lexicons), "t2" (the dialect family's lexicon-inert walks),
-        "residue" (CD residues by stack) and "gamma" (masks narrowed by Γ). T1 and T2 are
-        shared with every guide `compile` built over the same artifacts: the same objects."""
+        "stack" (masks by stack node and walk) and "masks" (masks by configuration, narrowed
+        by Γ under Γ). T1 and T2 are shared with every guide `compile` built over the same
+        artifacts: the same objects."""
         return {
             "t1": self.cache.stats,
             "t2": self.family_cache.stats,
-            "residue": self.oracle.stack_memo.stats,
-            "gamma": self._gamma_masks.stats,
+            "stack": self.oracle.stack_memo.stats,
+            "masks": self._masks.stats,
         }
 
     def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
@@ -153,19 +160,32 @@ class Guide:
         self, cfg: Configuration, gamma: GammaState | None = None
     ) -> tuple[MaskEntry, TokenSet]:
         """The mask and the content-addressed cache entry its context-independent part came
-        from (what an audit record names)."""
+        from (what an audit record names). Both are a function of the configuration (this
+        guide's grammar, vocabulary and lexicons fixed) and, under Γ, of Γ's state — a function
+        of the lexemes read, its digest chains them — so they are memoized by those: a step met
+        again (the candidates of one question, the prefixes statements share, a warm cache)
+        costs one lookup."""
+        size = self._words * 4
         if gamma is None or self.binder is None:
-            return self._language_mask(cfg)
+            return self._masks.memo(cfg, lambda: self._language_mask(cfg), size)
 
-        # Γ's state is a function of the lexemes read (its digest chains them), so the
-        # configuration and the digest name the mask: the candidates of one question, and
-        # the prefixes statements share, reuse it.
         def build() -> tuple[MaskEntry, TokenSet]:
-            entry, mask = self._language_mask(cfg)
+            entry, mask = self._masks.memo(cfg, lambda: self._language_mask(cfg), size)
             return entry, self._within_gamma(cfg, gamma, mask)
 
         key = (cfg, gamma.digest, gamma.pending, gamma.open_root)
-        return self._gamma_masks.memo(key, build, words_per_row(self.vocab.size) * 4)
+        return self._masks.memo(key, build, size)
+
+    def advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
+        """The configuration after the non-EOS token `token_id` at `cfg`, None if the language
+        refuses it: a function of the two (configurations are values, stack nodes interned),
+        memoized, so a step taken before (a warm cache, a shared prefix) costs one lookup."""
+        found = self._advances.get((cfg, token_id))
+        if found is None:
+            spelling = self.vocab.token_bytes(token_id)
+            after = None if spelling is None else self.oracle.try_feed(cfg, spelling)
+            found = self._advances.setdefault((cfg, token_id), (after,), 0)
+        return found[0]
 
     def _within_gamma(self, cfg: Configuration, gamma: GammaState, mask: TokenSet) -> TokenSet:
         """`mask` without the tokens after which the output leaves L_Γ. Inside a FROM clause
@@ -233,24 +253,26 @@ class Guide:
 
     def _language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
         entry = self._entry(cfg, 0)
+        # The mask is a function of exactly the stack, the walk (named by its entry's content
+        # id: every CD class is stepped from its own recorded scan part on this stack, each walk
+        # below it a function of its own key) and whether EOS may end here. So it is memoized
+        # per interned stack node: a stack met again costs two lookups, never another verdict.
+        # Masks handed out are shared: nothing may change them (as the Γ memo's).
+        eos = self.oracle.eos_ok(cfg)
+        memo = self.oracle.stack_memo
+        found = memo.get(cfg.stack, (_WHOLE_MASK, entry.entry_id, eos))
+        if found is not None:
+            return entry, found  # type: ignore[return-value]
 
         def walk_below(after: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
             if root == 0 and after is cfg:
                 return entry.walk, entry.ci_tokens
             return self._walk_below(after, root)
 
-        # The entry's id names its walk (content-addressed), so it keys the memo of the CD
-        # residue's verdicts on this stack.
         mask = next_token_mask(
-            self.oracle,
-            self.trie,
-            self.vocab,
-            cfg,
-            walk_below,
-            residues=self.oracle.stack_memo,
-            walk_id=entry.entry_id,
-            cd_residue=self.runners.residue,
+            self.oracle, self.trie, self.vocab, cfg, walk_below, cd_residue=self.runners.residue
         )
+        memo.put(cfg.stack, (_WHOLE_MASK, entry.entry_id, eos), mask, len(mask.bits))
         return entry, mask
 
     @property
@@ -504,6 +526,7 @@ class Matcher:
         self.max_tokens = max_tokens
         self.audit = audit  # when given, every accepted token and rollback is recorded
         self._last_mask: tuple[Configuration, MaskEntry, TokenSet] | None = None
+        self._words = guide._words
         self._history: list[Configuration] = [guide.oracle.initial]
         # Γ after each history entry (a guide compiled with gamma=True), else None
         binder = guide.binder
@@ -585,21 +608,31 @@ class Matcher:
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
         """Write the current mask into row `row` of an `allocate_bitmask` array (or a CPU torch
         int32 tensor of that shape); `gridrail.fill_next_token_bitmask` fills a batch."""
-        array = bitmask_array(bitmask, self.guide.vocab.size)
-        row = _integer_argument("row", row)
-        if not -len(array) <= row < len(array):
-            raise UsageError(f"row {row} is outside the bitmask's {len(array)} rows")
-        self.allowed().write_row(array, row)
+        if not (  # the common call (a writable int32 array, an int row) checked in few steps
+            type(bitmask) is np.ndarray
+            and bitmask.dtype is _INT32
+            and type(row) is int
+            and bitmask.ndim == 2
+            and bitmask.shape[1] == self._words
+            and bitmask.flags.writeable
+        ):
+            bitmask = bitmask_array(bitmask, self.guide.vocab.size)
+            row = _integer_argument("row", row)
+        if not -len(bitmask) <= row < len(bitmask):
+            raise UsageError(f"row {row} is outside the bitmask's {len(bitmask)} rows")
+        self.allowed().write_row(bitmask, row)
 
     # -- advancing
     def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:
         """`token_ids` as Python ints, each a token id of the vocabulary: Python and NumPy
         integers are ids; bools, floats and strings are not (UsageError)."""
+        size = self.guide.vocab.size
+        if type(token_ids) is list and all(type(t) is int and 0 <= t < size for t in token_ids):
+            return list(token_ids)  # the common call, checked in one pass
         if isinstance(token_ids, str | bytes | bytearray) or not isinstance(token_ids, Iterable):
             raise UsageError(
                 f"token ids come as a sequence of integers, not {type(token_ids).__name__}"
             )
-        size = self.guide.vocab.size
         ids = [_integer_argument("a token id", token_id) for token_id in token_ids]
         for token_id in ids:
             if not 0 <= token_id < size:
@@ -608,10 +641,7 @@ class Matcher:
 
     def _advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
         """The configuration after one non-EOS token, or None if it is not allowed."""
-        spelling = self.guide.vocab.token_bytes(token_id)
-        if spelling is None:
-            return None
-        return self.guide.oracle.try_feed(cfg, spelling)
+        return self.guide.advance(cfg, token_id)
 
     def validate_tokens(self, token_ids: Sequence[int]) -> list[int]:
         """The longest prefix of `token_ids` that would be accepted, without advancing."""
@@ -664,8 +694,9 @@ class Matcher:
         last = after[-1] if after else (self.configuration, self._gamma_at(-1))
         if not self._within_budget(token_ids, *last):
             return False
-        for stale in [n for n in self._finishes if n > len(self._history)]:
-            del self._finishes[stale]  # from a branch that was rolled back
+        if self._finishes:
+            for stale in [n for n in self._finishes if n > len(self._history)]:
+                del self._finishes[stale]  # from a branch that was rolled back
         ends_sentence = bool(token_ids) and self.guide.is_eos(token_ids[-1])
         for position, (token_id, (cfg, gamma)) in enumerate(zip(token_ids, after, strict=True)):
             if ends_sentence and position:

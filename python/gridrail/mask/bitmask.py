@@ -30,11 +30,12 @@ class TokenSet:
     """A set of token ids as a little-endian bit string, cheap to build one id at a time and
     to turn into a bitmask row."""
 
-    __slots__ = ("bits", "vocab_size")
+    __slots__ = ("_words", "bits", "vocab_size")
 
     def __init__(self, vocab_size: int):
         self.vocab_size = vocab_size
         self.bits = bytearray(words_per_row(vocab_size) * 4)
+        self._words: np.ndarray | None = None  # an int32 view of `bits`, made on first copy
 
     def add(self, token_id: int) -> None:
         self.bits[token_id >> 3] |= 1 << (token_id & 7)
@@ -89,7 +90,10 @@ class TokenSet:
 
     def write_row(self, bitmask: np.ndarray, row: int) -> None:
         """Copy the set into row `row` of an int32 bitmask: one copy, no intermediate bytes."""
-        bitmask[row, :] = np.frombuffer(self.bits, dtype="<i4")
+        words = self._words
+        if words is None:
+            words = self._words = np.frombuffer(self.bits, dtype="<i4")
+        bitmask[row] = words
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TokenSet) and self.bits == other.bits

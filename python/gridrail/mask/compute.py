@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 
 from gridrail.mask.bitmask import TokenSet
 from gridrail.mask.walk import (
@@ -14,7 +14,6 @@ from gridrail.mask.walk import (
     walk_context_independent,
 )
 from gridrail.parse.oracle import Configuration, Oracle
-from gridrail.parse.stack import StackMemo
 from gridrail.vocab.trie import TokenTrie
 from gridrail.vocab.vocabulary import Vocabulary
 
@@ -30,20 +29,11 @@ def next_token_mask(
     vocab: Vocabulary,
     cfg: Configuration,
     walk_below: WalkBelow | None = None,
-    residues: StackMemo | None = None,
-    walk_id: Hashable = None,
     cd_residue: Callable[[Configuration, WalkResult], bytes | array] | None = None,
 ) -> TokenSet:
     """The mask at `cfg`. `walk_below(configuration, node)` answers the context-independent
     walks — the whole vocabulary's (node 0) and those inside the CD residue — when the caller
     has them cached; else they are computed here.
-
-    With `residues` and `walk_id` (a name that determines the walk from `cfg` below node 0 over
-    `trie`, such as its cache entry's content-addressed id), the tokens the CD residue admits
-    are memoized per (stack node, walk_id): they are a function of exactly those two — every CD
-    class is stepped from its own recorded scan part on cfg's stack, and each walk below it is
-    a function of its own key — so a stack met again (stack nodes are interned) costs one
-    lookup, never a different verdict. The memo must serve one trie and vocabulary.
 
     `cd_residue(cfg, walk)`, when given, computes the residue instead of the verdicts stepped
     here (the Rust kernel: `gridrail.kernels.make_mask_runners`)."""
@@ -57,20 +47,10 @@ def next_token_mask(
     walk, tokens = walk_below(cfg, 0)
     allowed.update(tokens)
 
-    def compute() -> bytes | array:
-        if cd_residue is not None:
-            return cd_residue(cfg, walk)
-        return _cd_residue(oracle, trie, vocab, cfg, walk, walk_below)
-
-    if residues is None or walk_id is None:
-        residue = compute()
+    if cd_residue is not None:
+        allowed.update(cd_residue(cfg, walk))
     else:
-        residue = residues.get(cfg.stack, walk_id)
-        if residue is None:
-            residue = compute()
-            size = len(residue) * (1 if isinstance(residue, bytes) else residue.itemsize)
-            residues.put(cfg.stack, walk_id, residue, size)
-    allowed.update(residue)
+        allowed.update(_cd_residue(oracle, trie, vocab, cfg, walk, walk_below))
     if oracle.eos_ok(cfg):
         allowed.add_all(vocab.eos_token_ids)
     if allowed.is_empty():

@@ -56,7 +56,7 @@ class Oracle:
         self._closings: dict[tuple[StackNode, int, bytes], Configuration | None] = {}
         self.initial = Configuration(root(compiled.tables.start_state), scanner.start, 0, -1, b"")
         # Facts about this oracle's stacks that also depend on something the caller names (the
-        # guide keeps the CD residue of each mask there, keyed by its cache entry), in bounded
+        # guide keeps each mask there, keyed by its cache entry and EOS), in bounded
         # memory; facts of the stack alone (A(σ), EOS) live in StackNode's slots.
         self.stack_memo = StackMemo()
 

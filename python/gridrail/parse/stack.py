@@ -4,7 +4,7 @@ A node is one stack entry; its ``parent`` is the entry below. Pushing allocates 
 follows parent pointers, and copying a configuration copies one reference. Each node carries the
 rolling configuration hash (an O(1) mix of its parent's hash, never a rehash of the stack) and
 memo slots for facts that depend only on the stack from this node down. Facts that also depend
-on something else (the CD residue of a mask) go to a `StackMemo`, which is bounded.
+on something else (the mask at a configuration) go to a `StackMemo`, which is bounded.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def root(start_state: int) -> StackNode:
 
 class StackMemo:
     """A bounded memo of values that are functions of a stack and of a key the caller chooses
-    (the mask layer keeps its CD residues here: see `gridrail.mask.compute`).
+    (the guide keeps its masks here: see `Guide._language_mask`).
 
     Nodes are interned, so a stack reached again — later in the output, by another fork, by
     another request — is the same object, and a memoized fact about it is found by identity.
