@@ -73,6 +73,12 @@ BOUND = [
     "SELECT name FROM employees WHERE EXISTS (SELECT id FROM orders "
     "WHERE orders.employee_id = employees.id);",
     "SELECT s.name FROM salaries, employees AS s WHERE s.id = salaries.employee_id;",
+    # names the statement declares: select-list aliases, CTEs and their columns
+    "SELECT dept, count(*) AS n FROM employees GROUP BY dept HAVING n > 1 ORDER BY n DESC;",
+    "SELECT e.dept AS d FROM employees AS e WHERE d = 'x';",
+    "WITH c AS (SELECT dept FROM employees) SELECT dept FROM c;",
+    "WITH t(a, b) AS (SELECT id, dept FROM employees) SELECT a, b FROM t WHERE b = 'x';",
+    "SELECT count(*) FROM (SELECT dept AS d FROM employees) AS s GROUP BY s.d;",
 ]
 UNBOUND = [
     # after FROM: a column of no table in scope, a qualifier that names nothing
@@ -146,6 +152,38 @@ def test_a_cte_shadows_the_table_of_its_name() -> None:
     assert _prepares(cte + "SELECT e.dept FROM employees AS e;") is not None
 
 
+def test_declared_names_are_spelled_only_where_they_bind() -> None:
+    """Under Γ the table and column lexicons also spell the names a statement declares (CTE
+    names, column aliases): through them no name the role may not see gets in — where Γ
+    resolves names they must bind, elsewhere (a write's names) they must be the role's words —
+    and without Γ the language has no such names at all."""
+    analyst = _guide("analyst")
+    for sql in (
+        "SELECT salary FROM employees;",  # hidden column, in the select list
+        "SELECT name FROM employees ORDER BY salary;",  # and after FROM
+        "SELECT dept AS salary FROM employees ORDER BY salary;",  # a hidden column's name
+        "SELECT * FROM salaries;",  # a hidden table
+        "SELECT dept FROM employees ORDER BY zzz;",  # declared nowhere
+        "WITH c AS (SELECT dept FROM employees) SELECT dept FROM d;",
+    ):
+        assert not _accepts(analyst, sql), sql
+    for sql in (
+        "WITH c AS (SELECT dept AS salary FROM employees) SELECT salary FROM c;",
+        "WITH salaries AS (SELECT dept FROM employees) SELECT dept FROM salaries;",
+        "WITH c AS (SELECT dept AS pay FROM employees) SELECT pay FROM c ORDER BY pay;",
+    ):
+        assert _prepares(sql) is None and _accepts(analyst, sql), sql
+    clerk = _guide("clerk")  # writes orders: names in a write stay the role's words
+    assert not _accepts(clerk, "UPDATE orders SET total = 1 WHERE salary = 1;")
+    assert not _accepts(clerk, "INSERT INTO orders (zzz) VALUES (1);")
+    assert not _accepts(clerk, "UPDATE orders SET zzz = 1;")
+    assert _accepts(clerk, "UPDATE orders SET total = 1 WHERE total = 2;")
+    assert _accepts(clerk, "INSERT INTO orders (total) VALUES (1);")
+    without = hr_guide(_vocab(), "auditor", STRICT)
+    assert not _accepts(without, "SELECT dept AS d FROM employees ORDER BY d;")
+    assert not _accepts(without, "WITH c AS (SELECT dept FROM employees) SELECT dept FROM c;")
+
+
 # -- the speller: at a slot, exactly the names that bind (and that the role may see)
 
 SLOTS = [
@@ -163,6 +201,8 @@ SLOTS = [
     ("SELECT count(*) FROM orders GROUP BY ", ";"),
     ("SELECT ", " FROM orders;"),
     ("SELECT e.", " FROM employees AS e;"),
+    ("SELECT dept AS d, count(*) AS n FROM employees GROUP BY dept ORDER BY ", ";"),
+    ("WITH c(d, n) AS (SELECT dept, id FROM employees) SELECT c.d FROM c WHERE c.", " = 1;"),
 ]
 
 
@@ -175,6 +215,7 @@ def test_the_speller_admits_exactly_the_names_that_bind(
     view = guide.view
     assert view is not None
     names = sorted({c.name for t in gr.Schema.from_sqlite(HR_DB).tables for c in t.columns})
+    names += ["d", "n", "zzz"]  # declared by some statements above, by none: never a column
     admitted, expected = set(), set()
     for name in names:
         sql = prefix + name + suffix
@@ -430,16 +471,15 @@ def test_the_reserve_finishes_where_the_grammar_alone_would_not(prefix: bytes) -
 
 
 @pytest.mark.parametrize(
-    ("derived", "qualifies"),
-    [("SELECT name FROM employees", True), ("SELECT name AS nm FROM employees", False)],
+    ("derived", "column"),
+    [("SELECT name FROM employees", "name"), ("SELECT name AS nm FROM employees", "nm")],
 )
-def test_a_qualifier_is_allowed_only_before_a_column_it_can_spell(
-    derived: str, qualifies: bool
-) -> None:
+def test_a_qualifier_is_allowed_before_the_columns_it_binds(derived: str, column: str) -> None:
     """Spider, K = 8: `FROM (SELECT id INT, … EXP(1) AS Exp_Sales_billion …) AS C WHERE C.`
-    left an empty mask (the model's call crashed): C's columns are select-list aliases, which
-    no COLUMN_NAME lexeme spells. Such a qualifier is refused; one whose columns are
-    schema names stays."""
+    left an empty mask (the model's call crashed): C's columns were select-list aliases, which
+    no COLUMN_NAME lexeme spelled, so such a qualifier was refused. Under Γ the column
+    lexicon also spells the names the statement declares (`with_declared_names`): the alias
+    follows its qualifier, the statement ends, and SQLite prepares it."""
     guide = _guide()
     matcher = guide.matcher()
     prefix = f"SELECT 1 FROM ({derived}) AS c WHERE c".encode()
@@ -447,10 +487,11 @@ def test_a_qualifier_is_allowed_only_before_a_column_it_can_spell(
     dots = [
         t for t in matcher.allowed().ids() if (guide.vocab.token_bytes(t) or b"").startswith(b".")
     ]
-    assert bool(dots) is qualifies
-    if qualifies:  # and then a column follows
-        assert matcher.accept_tokens(guide.trie.tokenize(b"."))
-        assert matcher.allowed().ids()
+    assert dots
+    rest = f".{column} = 'x';".encode()
+    assert matcher.accept_tokens(guide.trie.tokenize(rest))
+    assert matcher.accept_tokens([guide.vocab.eos_token_id])
+    assert _prepares(prefix.decode() + rest.decode()) is None
 
 
 def test_a_query_block_holds_at_most_eight_from_items() -> None:

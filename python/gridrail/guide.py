@@ -196,8 +196,8 @@ class Guide:
         assert binder is not None and shapes is not None
         ids = np.asarray(mask.ids(), dtype=np.int64)
         ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
-        if not binder.resolves(gamma):
-            return mask  # an INSERT / UPDATE / DELETE: names stay open
+        if not binder.judges(gamma):
+            return mask  # an INSERT / UPDATE / DELETE: names stay the lexicon's
         closing = binder.closing(gamma)
         if not closing:
             ids = ids[~shapes.plain[ids] | bool(gamma.pending)]
@@ -433,7 +433,7 @@ def _compile(
         )
     catalogue = ConstructCatalogue.resolve(grammar, catalogue)
     language, view, lexicons = shared_role_language(
-        grammar, policy, role, schema, registry, catalogue, profile
+        grammar, policy, role, schema, registry, catalogue, profile, declared_names=gamma
     )
     compiled = shared_compiled_grammar(language, registry)
     _, lexicon_fingerprint = lexicon_signature(compiled, lexicons)

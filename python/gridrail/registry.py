@@ -317,9 +317,11 @@ def shared_role_language(
     registry: Registry | None = None,
     catalogue: ConstructCatalogue | None = None,
     profile: GenerationProfile | None = None,
+    declared_names: bool = False,
 ) -> tuple[Grammar, SchemaView | None, tuple[Lexicon, ...]]:
-    """`role_language(grammar, policy, role, schema, catalogue, profile)`, built once per
-    (grammar, policy, role, schema, catalogue) fingerprints and profile. The role and the
+    """`role_language(grammar, policy, role, schema, catalogue, profile, declared_names)`,
+    built once per (grammar, policy, role, schema, catalogue) fingerprints, profile and
+    `declared_names`. The role and the
     catalogue are resolved first (a single-role policy needs no name, a bundled grammar no
     catalogue), so naming them or not shares one build; an unknown role, or a grammar without a
     catalogue, raises before any build."""
@@ -334,9 +336,11 @@ def shared_role_language(
         schema.fingerprint if schema else "",
         _fingerprint(catalogue),
         profile,
+        declared_names,
     )
     return _or_default(registry).get(
-        key, lambda: role_language(grammar, policy, role, schema, catalogue, profile)
+        key,
+        lambda: role_language(grammar, policy, role, schema, catalogue, profile, declared_names),
     )
 
 

@@ -57,6 +57,7 @@ from gridrail.grammar.lalr import ACCEPT
 from gridrail.lru import BoundedLRU
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.parse.stack import StackNode
+from gridrail.policy.lexicon import DECLARED_BY
 
 # The grammar's rule and alias names the binder acts on (checked against the grammar).
 LABELS = (
@@ -161,6 +162,12 @@ class Binder:
         self._lhs = [lhs for lhs, _ in tables.productions]
         self._nonterminal_base = tables.end + 1
         self._labels = [p.alias or p.lhs for p in grammar.productions]
+        # the EBNF helper rules of a CTE's column list (`("," COLUMN_ALIAS)*`): its names
+        self._column_list_helpers = {
+            p.lhs
+            for p in grammar.productions
+            if p.origin == "cte_column_list" and p.lhs != "cte_column_list"
+        }
         self._ignored = compiled.ignored_mask
         self._names = compiled.terminal_names
         self._index = {name: i for i, name in enumerate(compiled.terminal_names)}
@@ -183,6 +190,14 @@ class Binder:
         self._aliases = "table_alias" not in missing
         slot_names = (QUALIFIER, COLUMN_NAME, TABLE_NAME, TABLE_ALIAS)
         self._restricted = {self._index[n] for n in slot_names if n in self._index}
+        # Name terminals whose language also spells the names a statement declares: Γ keeps
+        # them to the role's words wherever it does not judge the slot (`with_declared_names`)
+        self._widened = {
+            self._index[n]
+            for n, _ in DECLARED_BY
+            if n in self._index and getattr(grammar.terminal(n).names, "rest", "")
+        }
+        self._words: dict[int, dict[str, str]] = {}
         self._merging = {self._index[n] for n in MERGING_JOINS if n in self._index}
         # `*`: a star's reduction is refused where it would read a column the role may not see
         self._stars = {self._index[n] for n in ("STAR", "__ANON_STAR") if n in self._index}
@@ -202,6 +217,7 @@ class Binder:
         self._table_columns: dict[str, dict[str, Column]] = {}
         self._candidates: BoundedLRU[Slot] = BoundedLRU(4096, 1 << 30)
         self._catalog: Catalog | None = None
+        self._scoped: BoundedLRU[Catalog] = BoundedLRU(1024, 1 << 30)  # with CTEs in scope
         self._after: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
         self._shifts: BoundedLRU[tuple] = BoundedLRU(1 << 15, 1 << 30)
         self._judges: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
@@ -248,6 +264,11 @@ class Binder:
     def resolves(self, state: GammaState) -> bool:
         """Do name slots at `state` go through Γ (else they are open, as without Γ)?"""
         return not state.open_root
+
+    def judges(self, state: GammaState) -> bool:
+        """May Γ refuse a token at `state`: where its slots resolve, and — in a language that
+        spells declared names — everywhere (where names stay open they are the role's words)."""
+        return not state.open_root or bool(self._widened)
 
     def owes(self, state: GammaState) -> bool:
         """Is the innermost block still in its select list (whose names, some perhaps owed
@@ -360,7 +381,13 @@ class Binder:
             key = self._key(text, self._names[terminal])
             if slot is not None and not slot.allows(key):
                 return None
+            if slot is None and not self._is_word(terminal, key):
+                return None  # a declared name where Γ does not judge names: not the role's
             block = self._oblige(slot_kind, block, values, key)
+        elif terminal in self._widened and not self._is_word(
+            terminal, self._key(text, self._names[terminal])
+        ):
+            return None  # in a statement whose names stay open: the role's words only
         open_root = state.open_root or (innermost(block) is None and text.lower() in WRITE_KEYWORDS)
         if terminal in self._merging and self._in_from(block, state.open_root):
             return None
@@ -448,8 +475,10 @@ class Binder:
         names = qualified_columns(block, qualifier)
         return column is None or next(self._lexemes(names, column), None) is not None
 
-    def catalog(self) -> Catalog:
-        """The tables a FROM clause may add, for the obligations' search (built once)."""
+    def catalog(self, block: Block | None = None) -> Catalog:
+        """The tables a FROM clause at `block` may add, for the obligations' search: the
+        schema's (built once) and, where the language spells declared names, the CTEs in
+        scope (a CTE shadows a table of its name, as in SQLite)."""
         if self._catalog is None:
             alias = self._index.get(TABLE_ALIAS)
             tables = {key: self._columns_of(name, None) for key, (name, _) in self._tables.items()}
@@ -459,11 +488,28 @@ class Binder:
                 self._aliases and alias is not None,
                 lambda name: alias is not None and self._reads_as(name.encode(), alias),
             )
-        return self._catalog
+        base, ctes = self._catalog, self._ctes_in_scope(block)
+        if not ctes:
+            return base
+        key = tuple((k, _Same(columns)) for k, columns in ctes.items())
+        return self._scoped.memo(key, lambda: replace(base, tables={**base.tables, **ctes}))
+
+    def _ctes_in_scope(self, block: Block | None) -> dict[str, dict[str, Column]]:
+        """Key -> columns of each CTE a FROM item at `block` may name (the innermost of a
+        name), where the language spells declared names; none elsewhere."""
+        found: dict[str, dict[str, Column]] = {}
+        if self._index.get(TABLE_NAME) not in self._widened:
+            return found
+        scope = block
+        while scope is not None:
+            for cte_key, columns in cells(scope.ctes):  # type: ignore[misc]
+                found.setdefault(cte_key, columns)
+            scope = scope.outer
+        return found
 
     def _obliging_slot(self, inner: Block, slot: str, qualifier: str | None) -> Slot:
         """A column in a select list: the names that keep the obligations dischargeable."""
-        catalog = self.catalog()
+        catalog = self.catalog(inner)
         if qualifier is None:
             candidates = {
                 k: c.name for t in catalog.tables.values() for k, c in t.items() if c.visible
@@ -490,7 +536,7 @@ class Binder:
     def _obliging_qualifier(self, inner: Block) -> Slot:
         """A qualifier in a select list: one that some FROM item can still be named after
         (with the obligations so far kept dischargeable) — `q.*` needs no more."""
-        catalog = self.catalog()
+        catalog = self.catalog(inner)
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
         known = set(inner.obligations.qualified) | set(catalog.tables)
 
@@ -508,30 +554,38 @@ class Binder:
         """A FROM item's table: those under some name (its own, an obligation's qualifier, a
         fresh alias) no other item of the FROM clause has, that keep the obligations
         dischargeable."""
-        catalog = self.catalog()
+        catalog = self.catalog(inner)
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
         allowed: dict[str, str] = {}
         if _full(inner):
             return Slot(allowed)
-        for key, (written, _) in self._tables.items():
+        for key, written in self._tables_in_scope(block).items():
             columns = self._columns_of(written, block)
             for name in self._names_for(inner, key):
                 binding = Binding(name, dict(columns))
                 if plan(inner.obligations, (*own, binding), inner.outer, catalog, True) is not None:
-                    allowed[key] = self._tables[key][0]
+                    allowed[key] = written
                     break
         return Slot(allowed)
+
+    def _tables_in_scope(self, block: Block | None) -> dict[str, str]:
+        """Key -> spelling of what a FROM item may name at `block`: the tables the role sees
+        and the CTEs in scope (`_ctes_in_scope`)."""
+        found = {key: written for key, (written, _) in self._tables.items()}
+        for cte_key in self._ctes_in_scope(block):
+            found.setdefault(cte_key, cte_key)
+        return found
 
     def _names_for(self, inner: Block, table: str) -> list[str | None]:
         """Names an item of `table` could take: its own, each obligation's qualifier, a fresh
         alias (None)."""
         taken = {b.key for b in cells(inner.declared)}  # type: ignore[union-attr]
         names: list[str | None] = [table] if table not in taken else []
-        if self.catalog().aliases:
+        if self.catalog(inner).aliases:
             names += [
                 q
                 for q in inner.obligations.qualified
-                if q not in taken and self.catalog().may_name(table, q)
+                if q not in taken and self.catalog(inner).may_name(table, q)
             ]
             names.append(None)
         return names
@@ -539,7 +593,7 @@ class Binder:
     def _alias_slot(self, inner: Block, table: str) -> Slot:
         """A FROM item's alias: an obligation's qualifier, or a fresh name, where the item under
         that name keeps the obligations dischargeable."""
-        catalog = self.catalog()
+        catalog = self.catalog(inner)
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
         columns = dict(catalog.tables.get(table, {}))
 
@@ -655,7 +709,7 @@ class Binder:
                 # `*` / `q.*`: q in this FROM, and every column the star reads visible
                 obligations = obligations.with_star(key)
                 own = tuple(cells(inner.declared))  # type: ignore[arg-type]
-                if plan(obligations, own, inner.outer, self.catalog(), True) is None:
+                if plan(obligations, own, inner.outer, self.catalog(inner), True) is None:
                     raise _Refused
             grown = replace(inner, items=Cell(item, inner.items), obligations=obligations)
             return None, _replace_inner(block, grown)
@@ -669,7 +723,7 @@ class Binder:
                 raise _Refused  # two FROM items of one name: every reference to it is ambiguous
             if bound:
                 own = (*cells(inner.declared), binding)  # type: ignore[misc]
-                if plan(inner.obligations, own, inner.outer, self.catalog(), True) is None:
+                if plan(inner.obligations, own, inner.outer, self.catalog(inner), True) is None:
                     raise _Refused  # under this name the item leaves an obligation undischarged
             return None, _declare(block, inner, binding)
         if label == "subquery_table" and inner is not None and inner.phase is Phase.FROM:
@@ -705,11 +759,14 @@ class Binder:
             return result, block
         if label in ("order_by_clause", "limit_clause", "values_clause") and block is not None:
             return None, block.outer  # the block its keyword opened
-        if label == "cte_column_list":
-            names = tuple(
-                c.text for c in children if isinstance(c, Token) and c.terminal == COLUMN_ALIAS
-            )
-            return _Names(names), block
+        if label == "cte_column_list" or label in self._column_list_helpers:
+            names: list[str] = []
+            for child in children:  # the first name, and the helper's value for the rest
+                if isinstance(child, Token) and child.terminal == COLUMN_ALIAS:
+                    names.append(child.text)
+                elif isinstance(child, _Names):
+                    names.extend(child.names)
+            return _Names(tuple(names)), block
         if label == "common_table_expr" and block is not None and block.phase is Phase.WITH:
             name = _token(children, CTE_NAME) or ""
             listed = next((c for c in children if isinstance(c, _Names)), None)
@@ -774,7 +831,7 @@ class Binder:
     def _new_judge(
         self, state: GammaState, scan_state: int
     ) -> Callable[[Sequence[bytes]], list[bool]] | None:
-        if state.open_root:
+        if state.open_root and not self._widened:
             return None
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         live = self._live[scan_state] & allowed
@@ -785,10 +842,18 @@ class Binder:
         for terminal in _bits(live):
             if (self._ignored >> terminal) & 1:
                 return None
+            if state.open_root:
+                if terminal not in self._widened:
+                    return None  # a lexeme Γ does not judge here
+                prefix_sets.append(self._word_prefixes(terminal))
+                continue
             at = self._slot_after(state, terminal)
             if at is None:
                 continue  # Γ refuses the reductions this terminal would make
             slot, prefixes = at
+            if slot is None and terminal in self._widened:
+                prefix_sets.append(self._word_prefixes(terminal))
+                continue
             if terminal not in self._restricted or slot is None:
                 return None  # a lexeme Γ does not judge here
             prefix_sets.append(prefixes)
@@ -859,14 +924,41 @@ class Binder:
         if slot is None or slot is _REFUSED:
             return None if slot is _REFUSED else (None, frozenset())
 
-        def build() -> frozenset[bytes]:
-            out: set[bytes] = set()
-            for spelled in self._lexemes(slot.names, terminal):
-                key = spelled.lower() if self.rules.case_insensitive else spelled
-                out.update(key[:i] for i in range(1, len(key) + 1))
-            return frozenset(out)
+        return slot, self._prefixes.memo(
+            (_Same(slot), terminal), lambda: self._prefix_set(slot.names, terminal)
+        )
 
-        return slot, self._prefixes.memo((_Same(slot), terminal), build)
+    def _prefix_set(self, names: dict[str, str], terminal: int) -> frozenset[bytes]:
+        """Every prefix of every lexeme of `terminal` that spells one of `names` (case folded
+        where the dialect ignores case)."""
+        out: set[bytes] = set()
+        for spelled in self._lexemes(names, terminal):
+            key = spelled.lower() if self.rules.case_insensitive else spelled
+            out.update(key[:i] for i in range(1, len(key) + 1))
+        return frozenset(out)
+
+    def _word_names(self, terminal: int) -> dict[str, str]:
+        """The role's words of a widened terminal (key -> spelling): the tables it sees, or
+        the columns it may read — what the terminal's lexicon spells."""
+        found = self._words.get(terminal)
+        if found is None:
+            if self._names[terminal] == TABLE_NAME:
+                found = {key: written for key, (written, _) in self._tables.items()}
+            else:
+                key = self._catalog_key
+                found = {
+                    key(c): c for _, columns in self.names.tables for c, seen in columns if seen
+                }
+            self._words[terminal] = found
+        return found
+
+    def _is_word(self, terminal: int, key: str) -> bool:
+        return terminal not in self._widened or key in self._word_names(terminal)
+
+    def _word_prefixes(self, terminal: int) -> frozenset[bytes]:
+        return self._prefixes.memo(
+            ("words", terminal), lambda: self._prefix_set(self._word_names(terminal), terminal)
+        )
 
     def _slot_if(
         self, state: GammaState, terminal: int, look: int = LOOKAHEAD
@@ -996,7 +1088,7 @@ class Binder:
         inner = innermost(state.block)
         if inner is None or inner.phase not in (Phase.FROM, Phase.ON):
             return
-        catalog = self.catalog()
+        catalog = self.catalog(inner)
         declared = tuple(cells(inner.declared))  # type: ignore[arg-type]
         item = self._pending_item(state.values)
         own = declared

@@ -16,7 +16,7 @@ from gridrail.grammar.model import Grammar
 from gridrail.grammar.reduce import reduce_grammar
 from gridrail.policy.bundle import Policy
 from gridrail.policy.constructs import ConstructCatalogue
-from gridrail.policy.lexicon import Lexicon, apply_lexicons, build_lexicons
+from gridrail.policy.lexicon import Lexicon, apply_lexicons, build_lexicons, with_declared_names
 from gridrail.policy.profile import GenerationProfile, apply_profile
 from gridrail.policy.projection import project
 from gridrail.policy.role import Role
@@ -48,12 +48,15 @@ def role_language(
     schema: Schema | None = None,
     catalogue: ConstructCatalogue | None = None,
     profile: GenerationProfile | None = None,
+    declared_names: bool = False,
 ) -> tuple[Grammar, SchemaView | None, tuple[Lexicon, ...]]:
     """The reduced grammar of what `role` may say over `schema`, the view it was built from,
     and the lexicons it contains. Either input may be absent (no policy: every statement;
     no schema: the role's own table and function lists are the names). `catalogue` (default:
     the grammar's own, for a bundled grammar) is the grammar's policy surface. With `profile`,
-    the language is narrowed last to what that generation profile lets a model write."""
+    the language is narrowed to what that generation profile lets a model write. With
+    `declared_names` (a guide compiled with Γ, which alone may have it), the table and column
+    lexicons also spell the names the statement declares (`with_declared_names`)."""
     chosen = select_role(policy, role)
     language = grammar
     view = None
@@ -92,9 +95,13 @@ def role_language(
             policy,
         ) from None
     if profile is None:
+        if declared_names:
+            language = with_declared_names(language, grammar)
         return language, view, lexicons
     assert catalogue is not None  # resolved above: a profile is read off the catalogue
     profiled = apply_profile(language, catalogue, profile, lexicons)
+    if declared_names:  # as the profile lets a model declare them
+        profiled = with_declared_names(profiled, grammar)
     try:
         return reduce_grammar(replace(profiled, name=f"{name} {profile.label}")), view, lexicons
     except GrammarError:

@@ -22,6 +22,7 @@ LexiconError naming it, never disappears silently.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from gridrail import kernels
 from gridrail.errors import LexiconError
-from gridrail.grammar.dfa import ByteDFA, compile_regex
+from gridrail.grammar.dfa import ByteDFA, compile_regex, outside
 from gridrail.grammar.model import Grammar, TerminalDef
 from gridrail.grammar.names import NameSet
 from gridrail.grammar.regex_syntax import leading_exclusion
@@ -82,6 +83,62 @@ def apply_lexicons(grammar: Grammar, lexicons: tuple[Lexicon, ...]) -> Grammar:
         productions=productions,
         declared=grammar.declared | frozenset(empty),
     )
+
+
+# Reference terminals and the terminal whose lexemes declare what each may also name: a CTE
+# (TABLE_NAME), a select-list or CTE column alias (COLUMN_NAME). Names only Γ can judge.
+DECLARED_BY = (("TABLE_NAME", "CTE_NAME"), ("COLUMN_NAME", "COLUMN_ALIAS"))
+
+
+def with_declared_names(language: Grammar, dialect: Grammar) -> Grammar:
+    """`language` whose table and column lexicons also spell each name a statement may declare,
+    as its declaring terminal spells it (`DECLARED_BY`): `WITH c AS (...) SELECT ... FROM c`,
+    `count(*) AS n ... ORDER BY n`. For a guide that tracks names (Γ) only: Γ lets such a name
+    through where it binds and nowhere else, so a language without Γ never has it (through the
+    lexicon it would be an open channel). A terminal whose declaring one the language lacks
+    (a role without CTEs) is kept as it is. Each widened terminal is checked to stay inside
+    the dialect's own regex of it (W ⊆ R)."""
+    declared_by = dict(DECLARED_BY)
+    present = {t.name for t in language.terminals}
+    terminals = []
+    for terminal in language.terminals:
+        declaring = declared_by.get(terminal.name)
+        names = terminal.names
+        if declaring is None or declaring not in present or names is None:
+            terminals.append(terminal)
+            continue
+        if names.rest or names.exclusion or names.suffix:
+            raise LexiconError(f"{terminal.name}'s names already spell more than its words")
+        source, l1 = language.terminal(declaring), dialect.terminal(terminal.name)
+        declared = leading_exclusion(source.pattern, source.flags)
+        body = source.pattern[len(declared) :]
+        rest = f"(?{source.flags}:{body})" if source.flags else body
+        # what the terminal never spells (`cast` is no column) nor the declaring one does
+        exclusion = _either(leading_exclusion(l1.pattern, l1.flags), declared)
+        widened = replace(names, rest=rest, exclusion=exclusion)
+        if exclusion and any(
+            not re.match(exclusion, s) for s in (*names.exact, *names.folded)
+        ):  # every spelling must pass the exclusion, which the pattern puts before them all
+            raise LexiconError(f"a {terminal.name} word is a word {declaring} may not spell")
+        witness = outside(compile_regex(widened.rest_pattern), compile_regex(l1.pattern, l1.flags))
+        if witness is not None:
+            raise LexiconError(
+                f"{terminal.name} with the names {declaring} declares spells {witness!r}, which "
+                f"the grammar's {terminal.name} regex does not accept (W_c ⊆ R_c fails)"
+            )
+        terminals.append(_with_names(terminal, widened))
+    return replace(language, terminals=tuple(terminals))
+
+
+def _either(*exclusions: str) -> str:
+    """One leading ``(?!...\\Z)`` refusing the words any of `exclusions` (each such a
+    whole-word exclusion, or "") refuses."""
+    given = [e for e in exclusions if e]
+    if len(given) < 2:
+        return given[0] if given else ""
+    if not all(e.startswith("(?!") and e.endswith(r"\Z)") for e in given):
+        raise LexiconError(f"cannot combine the exclusions {' and '.join(given)}")
+    return "(?!(?:" + "|".join(e[3:-3] for e in given) + r")\Z)"
 
 
 def _with_names(terminal: TerminalDef, names: NameSet) -> TerminalDef:
