@@ -67,7 +67,6 @@ MASKS, MASK_BYTES = 4096, 64 << 20
 # holds one small configuration, whose stack it shares with the one before.
 ADVANCES = 1 << 15
 _INT32 = np.dtype(np.int32)
-_WHOLE_MASK = "mask"  # the stack memo's key of a language mask (with its walk's id and EOS)
 MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the mask stays singleton
 # What `Matcher.accept_tokens` may call the tokens it records (replay passes "eos" back in).
 TOKEN_KINDS = ("sampled", "forced", "reserve", "eos")
@@ -260,7 +259,7 @@ class Guide:
         # Masks handed out are shared: nothing may change them (as the Γ memo's).
         eos = self.oracle.eos_ok(cfg)
         memo = self.oracle.stack_memo
-        found = memo.get(cfg.stack, (_WHOLE_MASK, entry.entry_id, eos))
+        found = memo.get(cfg.stack, (entry.entry_id, eos))
         if found is not None:
             return entry, found  # type: ignore[return-value]
 
@@ -272,7 +271,7 @@ class Guide:
         mask = next_token_mask(
             self.oracle, self.trie, self.vocab, cfg, walk_below, cd_residue=self.runners.residue
         )
-        memo.put(cfg.stack, (_WHOLE_MASK, entry.entry_id, eos), mask, len(mask.bits))
+        memo.put(cfg.stack, (entry.entry_id, eos), mask, len(mask.bits))
         return entry, mask
 
     @property

@@ -469,8 +469,9 @@ class Binder:
 
     def _spelled_after(self, block: Block | None, qualifier: str) -> bool:
         """Can some column `qualifier` reaches be written as a COLUMN_NAME? A derived table's
-        or CTE's column named by an alias is not a lexicon word: a qualifier that reaches only
-        such columns would be a dead end (`FROM (SELECT id AS n FROM t) AS c WHERE c.`)."""
+        or CTE's column named by an alias is no lexicon word, and only a language that spells
+        declared names spells it: elsewhere a qualifier that reaches only such columns would
+        be a dead end (`FROM (SELECT id AS n FROM t) AS c WHERE c.`)."""
         column = self._index.get(COLUMN_NAME)
         names = qualified_columns(block, qualifier)
         return column is None or next(self._lexemes(names, column), None) is not None
