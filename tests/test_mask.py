@@ -378,3 +378,8 @@ def test_token_set_bulk_adds_and_frozen_copies_agree(count: int) -> None:
     again = TokenSet(50_257)
     again.update(bulk.frozen())
     assert again == bulk
+    assert bulk.id_array().tolist() == sorted(ids)
+    rng = random.Random(-count)
+    dropped = rng.sample(ids, len(ids) // 3) + rng.sample(range(50_257), 5)  # some not in it
+    fewer = bulk.without(dropped)
+    assert fewer.ids() == sorted(set(ids) - set(dropped)) and bulk.ids() == sorted(ids)

@@ -193,7 +193,7 @@ class Guide:
         by their last lexeme's bytes alone (`gamma.tokens`), the rest read by the binder."""
         binder, shapes = self.binder, self._shapes
         assert binder is not None and shapes is not None
-        ids = np.asarray(mask.ids(), dtype=np.int64)
+        ids = mask.id_array()
         ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
         if not binder.judges(gamma):
             return mask  # an INSERT / UPDATE / DELETE: names stay the lexicon's
@@ -246,9 +246,7 @@ class Guide:
             refused.extend(eos)
         if not refused:
             return mask
-        out = TokenSet(self.vocab.size)
-        out.add_all(set(mask.ids()).difference(refused))
-        return out
+        return mask.without(refused)
 
     def _language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
         entry = self._entry(cfg, 0)

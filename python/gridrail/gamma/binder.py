@@ -135,6 +135,25 @@ class Slot(NamedTuple):
         return self.fresh_test is None or self.fresh_test(key)
 
 
+class PrefixJudge(NamedTuple):
+    """`pending_verdict` for many pending lexemes where the live terminals are names: a lexeme
+    passes if empty, if (ASCII case folded with `fold`) it is one of `prefixes` (of the lexemes
+    Γ allows), or, with `fresh`, if `fresh` finds it a new alias's start."""
+
+    prefixes: frozenset[bytes]
+    fold: bool
+    fresh: Callable[[bytes], bool] | None
+
+    def __call__(self, pendings: Sequence[bytes]) -> list[bool]:
+        keys = [p.lower() for p in pendings] if self.fold else pendings
+        found = self.prefixes.intersection(keys)
+        out = [not p or k in found for p, k in zip(pendings, keys, strict=True)]
+        if self.fresh is not None:
+            for i, pending in enumerate(pendings):
+                out[i] = out[i] or self.fresh(pending)
+        return out
+
+
 class _Refused(Exception):
     """A reduction Γ refuses (a FROM item or a FROM clause that breaks an obligation)."""
 
@@ -860,23 +879,14 @@ class Binder:
             prefix_sets.append(prefixes)
             if slot.fresh is not None:
                 fresh.append((terminal, slot))
-        fold = self.rules.case_insensitive
+        def fresh_start(pending: bytes) -> bool:
+            return any(
+                self._fresh_extension(pending, scan_state, terminal, slot)
+                for terminal, slot in fresh
+            )
 
-        def judge(pendings: Sequence[bytes]) -> list[bool]:
-            out = []
-            for pending in pendings:
-                key = pending.lower() if fold else pending
-                out.append(
-                    not pending
-                    or any(key in prefixes for prefixes in prefix_sets)
-                    or any(
-                        self._fresh_extension(pending, scan_state, terminal, slot)
-                        for terminal, slot in fresh
-                    )
-                )
-            return out
-
-        return judge
+        prefixes = frozenset().union(*prefix_sets)
+        return PrefixJudge(prefixes, self.rules.case_insensitive, fresh_start if fresh else None)
 
     def _cut_back(self, state: GammaState, pending: bytes, allowed: int) -> bool:
         """Rule (ii): the pending bytes can only go on as the lexeme up to their last accept

@@ -79,8 +79,20 @@ class TokenSet:
         return bool(self.bits[token_id >> 3] >> (token_id & 7) & 1)
 
     def ids(self) -> list[int]:
+        return self.id_array().tolist()
+
+    def id_array(self) -> np.ndarray:
+        """The ids, ascending, as an int64 array (no list of Python ints in between)."""
         words = np.frombuffer(bytes(self.bits), dtype=np.uint8)
-        return np.flatnonzero(np.unpackbits(words, bitorder="little")).tolist()
+        return np.flatnonzero(np.unpackbits(words, bitorder="little"))
+
+    def without(self, token_ids: Iterable[int]) -> TokenSet:
+        """A new set: this one less `token_ids` (one vectorized pass, however many)."""
+        flags = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little")
+        flags[np.fromiter(token_ids, dtype=np.int64)] = 0
+        out = TokenSet(self.vocab_size)
+        out.bits[:] = np.packbits(flags, bitorder="little").tobytes()
+        return out
 
     def count(self) -> int:
         return int.from_bytes(self.bits, "little").bit_count()  # 3x unpackbits + sum
