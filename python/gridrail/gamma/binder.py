@@ -879,6 +879,7 @@ class Binder:
             prefix_sets.append(prefixes)
             if slot.fresh is not None:
                 fresh.append((terminal, slot))
+
         def fresh_start(pending: bytes) -> bool:
             return any(
                 self._fresh_extension(pending, scan_state, terminal, slot)
