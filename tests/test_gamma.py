@@ -40,7 +40,8 @@ def _vocab(name: str = "gpt2") -> gr.Vocabulary:
 
 @cache
 def _guide(role: str = "auditor", tokenizer: str = "gpt2") -> gr.Guide:
-    return hr_guide(_vocab(tokenizer), role, STRICT, gamma=True)
+    """Under Γ with the names the statement declares spelled (`declared_names`)."""
+    return hr_guide(_vocab(tokenizer), role, STRICT, gamma=True, declared_names=True)
 
 
 def _accepts(guide: gr.Guide, sql: str) -> bool:
@@ -179,9 +180,14 @@ def test_declared_names_are_spelled_only_where_they_bind() -> None:
     assert not _accepts(clerk, "UPDATE orders SET zzz = 1;")
     assert _accepts(clerk, "UPDATE orders SET total = 1 WHERE total = 2;")
     assert _accepts(clerk, "INSERT INTO orders (total) VALUES (1);")
-    without = hr_guide(_vocab(), "auditor", STRICT)
-    assert not _accepts(without, "SELECT dept AS d FROM employees ORDER BY d;")
-    assert not _accepts(without, "WITH c AS (SELECT dept FROM employees) SELECT dept FROM c;")
+    for without in (  # without Γ, and under Γ by default (`gridrail ask`'s)
+        hr_guide(_vocab(), "auditor", STRICT),
+        hr_guide(_vocab(), "auditor", STRICT, gamma=True),
+    ):
+        assert not _accepts(without, "SELECT dept AS d FROM employees ORDER BY d;")
+        assert not _accepts(without, "WITH c AS (SELECT dept FROM employees) SELECT dept FROM c;")
+    with pytest.raises(gr.GridrailError, match="needs gamma=True"):
+        hr_guide(_vocab(), "auditor", STRICT, declared_names=True)
 
 
 # -- the speller: at a slot, exactly the names that bind (and that the role may see)

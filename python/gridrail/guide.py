@@ -382,13 +382,16 @@ def compile(
     catalogue: ConstructCatalogue | None = None,
     profile: GenerationProfile | None = None,
     gamma: bool = False,
+    declared_names: bool = False,
 ) -> Guide:
     """A Guide for `grammar` over `vocab`. With a policy (and `role`, unless the policy has
     one role) the language is the role's projection (L2); with a schema its identifiers are the
     names the role may see (L3); with a generation `profile`, it is narrowed to what that profile
     lets a model write (None: the dialect's whole language, what `gridrail parse` reads). With
     `gamma` (and a schema), names the statement declares are tracked and the slots that
-    refer to them allow only names that bind (issue 15, docs/names.md). A grammar given
+    refer to them allow only names that bind (issue 15, docs/names.md); with `declared_names`
+    as well, the table and column names also spell the names the statement declares (CTEs,
+    column aliases) where they bind (experimental: see docs/names.md). A grammar given
     already compiled is used as it is.
     `catalogue` is the grammar's policy surface (statement kinds, constructs, capabilities,
     lexicon categories): a bundled grammar has its own; any other grammar needs one for a
@@ -397,7 +400,10 @@ def compile(
     The role's language and its compiled grammar come from `registry` (default: the process-wide
     one), built once per fingerprint however many guides and threads ask for them (§6.3)."""
     with _collector_paused():
-        return _compile(grammar, vocab, schema, policy, role, registry, catalogue, profile, gamma)
+        return _compile(
+            grammar, vocab, schema, policy, role, registry, catalogue, profile, gamma,
+            declared_names,
+        )  # fmt: skip
 
 
 def _compile(
@@ -410,9 +416,12 @@ def _compile(
     catalogue: ConstructCatalogue | None,
     profile: GenerationProfile | None,
     gamma: bool = False,
+    declared_names: bool = False,
 ) -> Guide:
     if gamma and schema is None:
         raise UsageError("names declared in the statement (gamma=True) need a schema")
+    if declared_names and not gamma:
+        raise UsageError("declared_names=True spells names only Γ can judge: it needs gamma=True")
     if schema is None and policy is None and role is None and profile is None:
         dialect = grammar.grammar if isinstance(grammar, CompiledGrammar) else grammar
         if not isinstance(grammar, CompiledGrammar):
@@ -430,7 +439,7 @@ def _compile(
         )
     catalogue = ConstructCatalogue.resolve(grammar, catalogue)
     language, view, lexicons = shared_role_language(
-        grammar, policy, role, schema, registry, catalogue, profile, declared_names=gamma
+        grammar, policy, role, schema, registry, catalogue, profile, declared_names
     )
     compiled = shared_compiled_grammar(language, registry)
     _, lexicon_fingerprint = lexicon_signature(compiled, lexicons)

@@ -18,6 +18,7 @@ def hr_guide(
     profile: gr.GenerationProfile | None = None,
     schema: gr.Schema | None = None,
     gamma: bool = False,
+    declared_names: bool = False,
 ) -> gr.Guide:
     """The guide of `role` over the example's schema, or `schema` (`profile` and `gamma`: what
     `gridrail ask` adds)."""
@@ -29,4 +30,5 @@ def hr_guide(
         role=role,
         profile=profile,
         gamma=gamma,
+        declared_names=declared_names,
     )
