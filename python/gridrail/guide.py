@@ -117,7 +117,7 @@ class Guide:
         self._shapes = _token_shapes(vocab) if self.binder else None
         self._masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(MASKS, MASK_BYTES)
         self._advances: BoundedLRU[tuple[Configuration | None]] = BoundedLRU(ADVANCES, sys.maxsize)
-        self._words = words_per_row(vocab.size)  # of a bitmask row
+        self.row_words = words_per_row(vocab.size)  # int32 words of a bitmask row
 
     def cache_stats(self) -> dict[str, CacheStats]:
         """The live counters of the caches this guide's masks go through: "t1" (walks of its
@@ -164,7 +164,7 @@ class Guide:
         of the lexemes read, its digest chains them — so they are memoized by those: a step met
         again (the candidates of one question, the prefixes statements share, a warm cache)
         costs one lookup."""
-        size = self._words * 4
+        size = self.row_words * 4
         if gamma is None or self.binder is None:
             return self._masks.memo(cfg, lambda: self._language_mask(cfg), size)
 
@@ -532,7 +532,6 @@ class Matcher:
         self.max_tokens = max_tokens
         self.audit = audit  # when given, every accepted token and rollback is recorded
         self._last_mask: tuple[Configuration, MaskEntry, TokenSet] | None = None
-        self._words = guide._words
         self._history: list[Configuration] = [guide.oracle.initial]
         # Γ after each history entry (a guide compiled with gamma=True), else None
         binder = guide.binder
@@ -619,7 +618,7 @@ class Matcher:
             and bitmask.dtype is _INT32
             and type(row) is int
             and bitmask.ndim == 2
-            and bitmask.shape[1] == self._words
+            and bitmask.shape[1] == self.guide.row_words
             and bitmask.flags.writeable
         ):
             bitmask = bitmask_array(bitmask, self.guide.vocab.size)

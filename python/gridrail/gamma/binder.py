@@ -1167,7 +1167,8 @@ class Binder:
         """The pending bytes extended to the shortest lexeme of a terminal Γ does not judge
         here (a breadth-first walk of the scanner through states still live for V)."""
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
-        judged = 0 if state.open_root else sum(1 << t for t in self._restricted)
+        # where Γ leaves names open, a widened terminal still spells only the role's words
+        judged = sum(1 << t for t in (self._widened if state.open_root else self._restricted))
         seen = {scan_state}
         queue: deque[tuple[int, bytes]] = deque([(scan_state, b"")])
         while queue:
@@ -1192,9 +1193,13 @@ class Binder:
         shortest first (the pending bytes' case kept); a few fresh aliases where any new name
         will do."""
         at = self._slot_after(state, terminal)
-        if at is None or at[0] is None:
+        if at is None:
             return []
-        slot = at[0]
+        slot = None if state.open_root else at[0]
+        if slot is None:  # a slot Γ does not judge: a widened terminal spells the role's words
+            if terminal not in self._widened:
+                return []
+            slot = Slot(self._word_names(terminal))
         pending = state.pending
         fold = self.rules.case_insensitive
         out = []

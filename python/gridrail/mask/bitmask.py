@@ -83,8 +83,8 @@ class TokenSet:
 
     def id_array(self) -> np.ndarray:
         """The ids, ascending, as an int64 array (no list of Python ints in between)."""
-        words = np.frombuffer(bytes(self.bits), dtype=np.uint8)
-        return np.flatnonzero(np.unpackbits(words, bitorder="little"))
+        flags = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little")
+        return np.flatnonzero(flags)
 
     def without(self, token_ids: Iterable[int]) -> TokenSet:
         """A new set: this one less `token_ids` (one vectorized pass, however many)."""
@@ -96,9 +96,6 @@ class TokenSet:
 
     def count(self) -> int:
         return int.from_bytes(self.bits, "little").bit_count()  # 3x unpackbits + sum
-
-    def words(self) -> np.ndarray:
-        return np.frombuffer(bytes(self.bits), dtype="<i4")
 
     def write_row(self, bitmask: np.ndarray, row: int) -> None:
         """Copy the set into row `row` of an int32 bitmask: one copy, no intermediate bytes."""
