@@ -22,6 +22,7 @@ import gridrail as gr
 from assets import asset, assets_root
 from gridrail.archive import AlteredArtifactError, save_guide
 from gridrail.audit import AuditLog, replay
+from gridrail.gamma.binder import PrefixJudge
 from gridrail.kernels import slot_scanner
 from gridrail.spec import spec_mask_gamma
 from support.hr_example import HR_DB, hr_guide
@@ -664,3 +665,46 @@ def test_real_sql_of_the_role_language_binds_under_gamma(long: bool) -> None:
             assert not dead_end, f"a dead end after {accepted!r} ({db}: {sql})"
             assert IN_ON_CLAUSE.search(accepted), f"Γ refused {sql} ({db}) after {accepted!r}"
     assert checked >= 0.9 * len(lines) - 10  # the profile reads nearly all of them
+
+
+@cache
+def _name_pieces(names: tuple[str, ...]) -> list[int]:
+    """The gpt2 tokens whose bytes, or all but their first, are part of one of `names`."""
+    lowered = [n.lower().encode() for n in names]
+    return [
+        t
+        for t, spelling in enumerate(_guide()._shapes.spellings)  # type: ignore[union-attr]
+        if spelling
+        and any(k < len(spelling) and spelling[k:].lower() in n for k in (0, 1) for n in lowered)
+    ]
+
+
+def test_a_judges_verdicts_on_tokens_are_its_verdicts_on_their_lexemes() -> None:
+    """`PrefixJudge.tokens` (the lexemes looked up from the prefixes' side) gives, token by
+    token, what the judge says of the lexemes the tokens leave pending — whatever the starts,
+    the pending bytes, the case, and whichever side is shorter (300 seeded draws: tokens that
+    are pieces of the names, after a byte or not, among random ones)."""
+    guide = _guide()
+    shapes = guide._shapes
+    assert shapes is not None
+    names = ("name", "dept", "Employees", "e", "id", "total", "manager_id", "mkt_total", "x1")
+    pieces = _name_pieces(names)
+    rng = random.Random(15)
+    for _ in range(300):
+        fold = rng.random() < 0.5
+        chosen = rng.sample(names, rng.randint(1, len(names)))
+        prefixes = frozenset(
+            (n.lower() if fold else n).encode()[:i] for n in chosen for i in range(1, len(n) + 1)
+        )
+        pending = rng.choice([b"", b"n", b"Na", b"e", b"man", b"zz"])
+        drawn = rng.sample(range(guide.vocab.size - 1), rng.choice([0, 5, 100]))
+        going_on = [  # the first token of what is left of a name after the pending bytes
+            guide.trie.tokenize(n.encode()[len(pending) :])[0]
+            for n in names
+            if len(n) > len(pending) and n.lower().startswith(pending.lower().decode())
+        ]
+        ids = np.asarray(sorted({*drawn, *going_on, *rng.sample(pieces, rng.choice([1, 10, 80]))}))
+        starts = np.asarray([rng.choice((-1, 0, 1, 2)) for _ in ids])
+        judge = PrefixJudge(prefixes, fold, None)
+        expected = judge(shapes.pending_lexemes(ids, starts, pending))
+        assert judge.tokens(shapes, ids, starts, pending).tolist() == expected, (fold, pending)

@@ -26,7 +26,7 @@ from gridrail.audit import AuditLog, configuration_hash
 from gridrail.check.checker import SemanticChecker, Violation
 from gridrail.check.sqlite_judge import SqliteJudge
 from gridrail.errors import ParseError, UsageError
-from gridrail.gamma.binder import Binder, GammaState
+from gridrail.gamma.binder import Binder, GammaState, PrefixJudge
 from gridrail.gamma.catalog import NameCatalog
 from gridrail.gamma.tokens import TokenShapes
 from gridrail.grammar.compiled import CompiledGrammar
@@ -222,20 +222,19 @@ class Guide:
         keys, firsts = np.unique(groups[order], return_index=True)
         blocks = np.split(order, firsts[1:]) if len(order) else []
         for key, rows in zip(keys.tolist(), blocks, strict=True):
-            members = members_of[rows].tolist()
+            tokens, at = members_of[rows], starts[rows]
             before = shared[bool(key & 1)]
             if before is None:
-                refused.extend(members)
+                refused.extend(tokens.tolist())
                 continue
             judge = binder.pending_judge(before, key >> 1)
             if judge is None:
                 continue
-            spellings = shapes.spellings
-            pendings = [
-                spellings[t][s:] if s >= 0 else gamma.pending + spellings[t]  # type: ignore[index,operator]
-                for t, s in zip(members, starts[rows].tolist(), strict=True)
-            ]
-            refused.extend(t for t, ok in zip(members, judge(pendings), strict=True) if not ok)
+            if isinstance(judge, PrefixJudge):
+                ok = judge.tokens(shapes, tokens, at, gamma.pending)
+            else:
+                ok = np.asarray(judge(shapes.pending_lexemes(tokens, at, gamma.pending)), bool)
+            refused.extend(tokens[~ok].tolist())
         for token_id in ids[scan.marked & ~scan.simple].tolist():
             spelling = shapes.spellings[token_id]
             after = self.oracle.try_feed(cfg, spelling)  # type: ignore[arg-type]

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
+import numpy as np
+
 from gridrail.errors import GrammarError
 from gridrail.gamma.catalog import NameCatalog
 from gridrail.gamma.environment import (
@@ -52,7 +54,7 @@ from gridrail.gamma.environment import (
     qualifiers,
 )
 from gridrail.gamma.obligations import MAX_FROM_ITEMS, Catalog, discharged, plan
-from gridrail.gamma.tokens import SlotScan
+from gridrail.gamma.tokens import SlotScan, TokenShapes
 from gridrail.grammar.lalr import ACCEPT
 from gridrail.lru import BoundedLRU
 from gridrail.parse.oracle import Configuration, Oracle
@@ -151,6 +153,42 @@ class PrefixJudge(NamedTuple):
         if self.fresh is not None:
             for i, pending in enumerate(pendings):
                 out[i] = out[i] or self.fresh(pending)
+        return out
+
+    def tokens(
+        self, shapes: TokenShapes, ids: np.ndarray, starts: np.ndarray, pending: bytes
+    ) -> np.ndarray:
+        """The verdicts (a bool array) on the lexemes the tokens `ids` leave pending
+        (`TokenShapes.pending_lexemes`). Where the prefixes are fewer than the tokens, from
+        their side: a token passes if its bytes from its start (0, 1), or `pending` and its
+        bytes, are a prefix — looked up in the vocabulary's `by_rest` index, one lookup per
+        prefix instead of one lexeme built per token. The rest as `__call__` judges them."""
+        out = np.zeros(len(ids), dtype=bool)
+        rest = np.ones(len(ids), dtype=bool)
+        if self.fresh is None and len(self.prefixes) < len(ids):
+            passing = np.zeros(len(shapes.lengths), dtype=bool)
+            lengths = shapes.lengths[ids]
+            for start in (-1, 0, 1):
+                chosen = (starts == start) & (lengths > start)
+                if not chosen.any():
+                    continue
+                index = shapes.by_rest(max(start, 0), self.fold)
+                if start >= 0:
+                    found = [t for p in self.prefixes for t in index.get(p, ())]
+                else:  # the pending lexeme grows: the prefixes that go on from it
+                    head = pending.lower() if self.fold else pending
+                    found = [
+                        t
+                        for p in self.prefixes
+                        if p.startswith(head)
+                        for t in index.get(p[len(head) :], ())
+                    ]
+                passing[found] = True
+                out[chosen] = passing[ids[chosen]]
+                passing[found] = False
+                rest &= ~chosen
+        if rest.any():
+            out[rest] = self(shapes.pending_lexemes(ids[rest], starts[rest], pending))
         return out
 
 

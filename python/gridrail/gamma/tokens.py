@@ -53,6 +53,30 @@ class TokenShapes:
             self.bytes[token_id, : len(head)] = list(head)
         self.plain = plain
         self.has_from = has_from  # may it hold a FROM keyword (case ignored)
+        self._rests: dict[tuple[int, bool], dict[bytes, list[int]]] = {}
+
+    def pending_lexemes(self, ids: np.ndarray, starts: np.ndarray, pending: bytes) -> list[bytes]:
+        """The lexeme each token of `ids` leaves pending: its bytes from its start on, or
+        (start -1) `pending` grown by all of them."""
+        spellings = self.spellings
+        return [
+            spellings[t][s:] if s >= 0 else pending + spellings[t]  # type: ignore[index,operator]
+            for t, s in zip(ids.tolist(), starts.tolist(), strict=True)
+        ]
+
+    def by_rest(self, start: int, fold: bool) -> dict[bytes, list[int]]:
+        """The tokens longer than `start` bytes, by their bytes from `start` on (ASCII case
+        folded with `fold`): the Γ filter looks up the few lexemes a slot allows instead of
+        reading every token. Built on first use (the whole dict, then published)."""
+        found = self._rests.get((start, fold))
+        if found is None:
+            found = {}
+            for token_id, spelling in enumerate(self.spellings):
+                if spelling is not None and len(spelling) > start:
+                    rest = spelling[start:]
+                    found.setdefault(rest.lower() if fold else rest, []).append(token_id)
+            self._rests[(start, fold)] = found
+        return found
 
     def enter_from(self, ids: np.ndarray, pending: bytes) -> np.ndarray:
         """For each token of `ids` written after the `pending` bytes: may a FROM keyword end
