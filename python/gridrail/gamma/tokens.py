@@ -42,18 +42,26 @@ class TokenShapes:
         self.spellings: list[bytes | None] = [vocab.token_bytes(t) for t in range(size)]
         self.lengths = np.zeros(size, dtype=np.int64)
         self.bytes = np.zeros((size, WIDTH), dtype=np.uint8)  # each token's first bytes
+        # `by_rest` case folded (the dialects' common case), filled in the same pass
+        folded: tuple[dict[bytes, list[int]], dict[bytes, list[int]]] = ({}, {})
         for token_id, spelling in enumerate(self.spellings):
             if spelling is None:
                 continue
             plain[token_id] = all(b < 0x80 and b not in _NAME_BYTES for b in spelling)
             lowered = spelling.lower()
+            folded[0].setdefault(lowered, []).append(token_id)
+            if len(lowered) > 1:
+                folded[1].setdefault(lowered[1:], []).append(token_id)
             has_from[token_id] = b"from" in lowered
             self.lengths[token_id] = len(spelling)
             head = spelling[:WIDTH]
             self.bytes[token_id, : len(head)] = list(head)
         self.plain = plain
         self.has_from = has_from  # may it hold a FROM keyword (case ignored)
-        self._rests: dict[tuple[int, bool], dict[bytes, list[int]]] = {}
+        self._rests: dict[tuple[int, bool], dict[bytes, list[int]]] = {
+            (0, True): folded[0],
+            (1, True): folded[1],
+        }
 
     def pending_lexemes(self, ids: np.ndarray, starts: np.ndarray, pending: bytes) -> list[bytes]:
         """The lexeme each token of `ids` leaves pending: its bytes from its start on, or
@@ -67,7 +75,8 @@ class TokenShapes:
     def by_rest(self, start: int, fold: bool) -> dict[bytes, list[int]]:
         """The tokens longer than `start` bytes, by their bytes from `start` on (ASCII case
         folded with `fold`): the Γ filter looks up the few lexemes a slot allows instead of
-        reading every token. Built on first use (the whole dict, then published)."""
+        reading every token. Those not folded are built on first use (the whole dict, then
+        published)."""
         found = self._rests.get((start, fold))
         if found is None:
             found = {}
