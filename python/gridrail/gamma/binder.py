@@ -278,6 +278,8 @@ class Binder:
         self._after: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
         self._shifts: BoundedLRU[tuple] = BoundedLRU(1 << 15, 1 << 30)
         self._judges: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
+        # judges by the terminals live (most scanner states of a step share a few live sets)
+        self._live_judges: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
         self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
         self._paths: dict[tuple[int, int, int], tuple[tuple[bytes, ...], bool]] = {}
         self.initial = GammaState(oracle.initial.stack, None, None, b"", False)
@@ -893,6 +895,20 @@ class Binder:
             return None
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         live = self._live[scan_state] & allowed
+        # a judge is a function of the terminals live, unless a fresh alias may start (whose
+        # extensions are walked from the scanner state itself)
+        key = (state.node, state.digest, state.open_root, live)
+        found = self._live_judges.get(key)
+        if found is not None:
+            return found[0]
+        judge = self._judge_of_live(state, scan_state, allowed, live)
+        if not isinstance(judge, PrefixJudge) or judge.fresh is None:
+            self._live_judges.setdefault(key, (judge,), 0)
+        return judge
+
+    def _judge_of_live(
+        self, state: GammaState, scan_state: int, allowed: int, live: int
+    ) -> Callable[[Sequence[bytes]], list[bool]] | None:
         if not live:  # rule (ii): only an emission at the last accept can continue
             return lambda pendings: [not p or self._cut_back(state, p, allowed) for p in pendings]
         prefix_sets: list[frozenset[bytes]] = []
