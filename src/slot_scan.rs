@@ -182,8 +182,18 @@ impl SlotScanner {
             let mut marked = length > self.width || may_cut_back;
             let mut simple = !marked;
             let mut closes = false;
-            for (i, &byte) in data.iter().enumerate().take(length.min(self.width)) {
-                let mut next = self.step(state, byte);
+            // the pending lexeme's last accept is where the token starts, and none of its
+            // bytes has reached another one yet
+            let mut rewinds = self.accepting[first] && !may_cut_back;
+            let mut i = 0;
+            while i < length.min(self.width) {
+                let mut next = self.step(state, data[i]);
+                if next == DEAD && i > 0 && start_at == -1 && rewinds && !self.accepting[state] {
+                    // the pending lexeme grew into the token and died before another accept:
+                    // it is cut back to where the token starts, as if its first byte ended it
+                    (state, i, next) = (first, 0, DEAD);
+                }
+                let byte = data[i];
                 if next == DEAD {
                     // the lexeme ends here: cut back (not followed) unless its state accepts
                     let cut_back = !self.accepting[state];
@@ -207,7 +217,9 @@ impl SlotScanner {
                     // validated by `ScanTable::new`: every entry other than DEAD is a state
                     state = next as usize;
                 }
+                rewinds &= start_at != -1 || !self.accepting[state];
                 seen |= self.slot_accept[state];
+                i += 1;
             }
             marked |= (self.slot_live[state] || seen) && length > 0;
             out.marked.push(marked);
@@ -267,6 +279,48 @@ mod tests {
         assert_eq!(out.closes, [true, false, false, true, true, true]);
         assert_eq!(out.final_state[..3], [1, 2, 1]);
         assert_eq!(out.final_start[..3], [0, -1, 1]);
+    }
+
+    /// NAME = [a-z]+ (state 1, a slot terminal), WS = ' '+ (state 2, layout) and OPEN =
+    /// [a-z]+ ' '* '(' (state 4), whose ' ' after a name is state 3 (no accept), as a function
+    /// call's terminal reads `count (`.
+    fn scanner_with_open(tokens: &[&[u8]]) -> SlotScanner {
+        let mut transitions = vec![DEAD; 5 * ALPHABET];
+        let at = |state: usize, byte: u8| state * ALPHABET + usize::from(byte);
+        for byte in b'a'..=b'z' {
+            transitions[at(0, byte)] = 1;
+            transitions[at(1, byte)] = 1;
+        }
+        for (from, to) in [(0, 2), (2, 2), (1, 3), (3, 3)] {
+            transitions[at(from, b' ')] = to;
+        }
+        transitions[at(1, b'(')] = 4;
+        transitions[at(3, b'(')] = 4;
+        let table = ScanTable::new(transitions, &[0, 1, 1, 0, 1]).unwrap();
+        let width = 4;
+        let mut bytes = Vec::new();
+        for token in tokens {
+            let mut row = token.to_vec();
+            row.resize(width, 0);
+            bytes.extend(row);
+        }
+        let lengths = tokens.iter().map(|t| t.len() as u32).collect();
+        let (layout, slot) = ([0, 0, 1, 0, 0], [0, 1, 0, 0, 0]);
+        SlotScanner::new(&table, &layout, &slot, &slot, 0, width, bytes, lengths).unwrap()
+    }
+
+    #[test]
+    fn a_lexeme_cut_back_to_the_tokens_start_is_closed_at_its_first_byte() {
+        // after a name (state 1): " c" grows it to state 3, where 'c' kills it, so it is cut
+        // back to where the token starts: the name, then layout, then "c" pending
+        let s = scanner_with_open(&[b" c", b" (", b" !", b"  "]);
+        let out = s.scan(&[0, 1, 2, 3], 1, false).unwrap();
+        assert_eq!(out.closes, [true, false, true, false]);
+        assert_eq!(out.simple, [true, true, false, true]);
+        assert_eq!(out.final_start, [1, -1, 1, -1]);
+        assert_eq!(out.final_state[..2], [1, 4]);
+        // with bytes after an earlier accept the scan does not follow it
+        assert_eq!(s.scan(&[0], 1, true).unwrap().simple, [false]);
     }
 
     #[test]

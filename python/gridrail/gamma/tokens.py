@@ -165,7 +165,28 @@ class SlotScan:
     def reference_scan(
         self, shapes: TokenShapes, ids: np.ndarray, scan_state: int, may_cut_back: bool
     ) -> Scan:
-        """`scan` in numpy: the specification of the Rust ``SlotScanner.scan``."""
+        """`scan` in numpy: the specification of the Rust ``SlotScanner.scan``. A pending
+        lexeme at its accept that grows into a token and dies before another accept is cut
+        back to where the token starts — as if the token's first byte had ended it: those
+        tokens are scanned again so."""
+        scan, rewinds = self._scan(shapes, ids, scan_state, may_cut_back, closed=False)
+        if not rewinds.any():
+            return scan
+        again, _ = self._scan(shapes, ids[rewinds], scan_state, may_cut_back, closed=True)
+        for mine, theirs in zip(scan, again, strict=True):
+            mine[rewinds] = theirs
+        return scan
+
+    def _scan(
+        self,
+        shapes: TokenShapes,
+        ids: np.ndarray,
+        scan_state: int,
+        may_cut_back: bool,
+        closed: bool,
+    ) -> tuple[Scan, np.ndarray]:
+        """The lockstep scan; `closed`: every token's first byte ends the pending lexeme.
+        Also which tokens' pending lexeme is cut back to where they start (`reference_scan`)."""
         count = len(ids)
         lengths = shapes.lengths[ids]
         data = shapes.bytes[ids]
@@ -177,12 +198,20 @@ class SlotScan:
         marked = (lengths > WIDTH) | may_cut_back  # a cut-back pending lexeme: not followed here
         simple = ~marked
         closes = np.zeros(count, dtype=bool)
+        # the pending lexeme's last accept is where the token starts, and none of its bytes
+        # has reached another one yet
+        rewinds = np.full(count, bool(self.accepting[scan_state]) and not may_cut_back)
+        cut_to_start = np.zeros(count, dtype=bool)
         table = self.table
         for i in range(min(WIDTH, int(lengths.max(initial=0)))):
             active = i < lengths
             byte = data[:, i]
             nxt = table[state, byte]
+            if i == 0 and closed:
+                nxt[:] = -1
             dead = active & (nxt < 0)
+            if i > 0:
+                cut_to_start |= dead & (start_at == -1) & rewinds & ~self.accepting[state]
             if dead.any():
                 # The lexeme ends at this byte. Where its state does not accept, it would be
                 # cut back and rescanned: not followed here (marked). Else its accept set says
@@ -201,6 +230,7 @@ class SlotScan:
                 seen &= ~dead
                 nxt = np.where(dead, restart, nxt)
             state = np.where(active & (nxt >= 0), nxt, state)
+            rewinds &= (start_at != -1) | ~self.accepting[state]
             seen |= active & self.slot_accept[state]
         marked |= (self.slot_live[state] | seen) & (lengths > 0)
-        return Scan(marked, simple, closes, state, start_at)
+        return Scan(marked, simple, closes, state, start_at), cut_to_start
