@@ -692,6 +692,7 @@ class Evaluator:
         prompt_tables: int | None = None,
         prompt_rows: int = 0,
         gamma: bool = False,
+        declared_names: bool = False,
         prompt_examples: int = 0,
         candidate_temperature: float | None = None,  # None: `ask`'s default
         candidate_top_p: float | None = None,
@@ -721,6 +722,7 @@ class Evaluator:
         self.prompt_rows = prompt_rows  # sample rows per table in the prompt
         self.prompt_examples = prompt_examples  # worked examples over the schema in the prompt
         self.gamma = gamma  # names declared in the statement tracked at the mask (issue 15)
+        self.declared_names = declared_names  # ... and spelled by the name lexicons
         # what `gridrail ask` compiles: the strict generation profile, unless told otherwise
         self.profile = (
             None
@@ -744,6 +746,7 @@ class Evaluator:
                 schema=schema,
                 profile=self.profile,
                 gamma=self.gamma,
+                declared_names=self.declared_names,
             )
             self._databases[db_id] = (guide, schema, path)
             self.compile_seconds += time.perf_counter() - started
@@ -916,6 +919,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "FROM allow only names that bind, the select list's names are obligations of its FROM",
     )
     parser.add_argument(
+        "--declared-names",
+        action="store_true",
+        help="with --gamma, the table and column names also spell the names the statement "
+        "declares (CTEs, column aliases) where they bind (`compile(..., declared_names=True)`)",
+    )
+    parser.add_argument(
         "--alias-style",
         choices=ALIAS_STYLES,
         default=GenerationProfile().alias_style,
@@ -1026,6 +1035,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         prompt_tables=args.prompt_tables or None,
         prompt_rows=args.prompt_rows,
         gamma=args.gamma,
+        declared_names=args.declared_names,
         prompt_examples=args.prompt_examples,
         candidate_temperature=args.temperature,
         candidate_top_p=args.top_p,
@@ -1056,6 +1066,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "prompt_examples": args.prompt_examples,
                 "profile": "none" if evaluator.profile is None else evaluator.profile.label,
                 "gamma": args.gamma,
+                "declared_names": args.declared_names,
                 "left_out": dict(missing),
             }
             out.write(json.dumps(config) + "\n")
