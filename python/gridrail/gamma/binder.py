@@ -277,9 +277,8 @@ class Binder:
         self._scoped: BoundedLRU[Catalog] = BoundedLRU(1024, 1 << 30)  # with CTEs in scope
         self._after: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
         self._shifts: BoundedLRU[tuple] = BoundedLRU(1 << 15, 1 << 30)
-        self._judges: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
         # judges by the terminals live (most scanner states of a step share a few live sets)
-        self._live_judges: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
+        self._judges: BoundedLRU[tuple | object] = BoundedLRU(1 << 14, 1 << 30)
         self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
         self._paths: dict[tuple[int, int, int], tuple[tuple[bytes, ...], bool]] = {}
         self.initial = GammaState(oracle.initial.stack, None, None, b"", False)
@@ -883,27 +882,25 @@ class Binder:
         """`pending_verdict` at `scan_state` and `state`'s boundary, for many pending lexemes:
         None when Γ allows every one of them (a terminal it does not judge is live), else a
         function from the pending lexemes to their verdicts — what the live terminals' slots
-        allow is found once per state (its digest names it, as in `_shift`), so a lexeme
-        costs a few set lookups."""
-        key = (state.node, state.digest, state.open_root, scan_state)
-        return self._judges.memo(key, lambda: (self._new_judge(state, scan_state),))[0]
-
-    def _new_judge(
-        self, state: GammaState, scan_state: int
-    ) -> Callable[[Sequence[bytes]], list[bool]] | None:
+        allow is found once per state (its digest names it, as in `_shift`) and set of live
+        terminals, so a lexeme costs a few set lookups. A judge is a function of the
+        terminals live, unless a fresh alias may start (its extensions are walked from the
+        scanner state itself): such a judge is kept per scanner state."""
         if state.open_root and not self._widened:
             return None
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         live = self._live[scan_state] & allowed
-        # a judge is a function of the terminals live, unless a fresh alias may start (whose
-        # extensions are walked from the scanner state itself)
         key = (state.node, state.digest, state.open_root, live)
-        found = self._live_judges.get(key)
+        found = self._judges.get(key)
+        if found is _PER_SCAN_STATE:
+            found = self._judges.get((*key, scan_state))
         if found is not None:
-            return found[0]
+            return found[0]  # type: ignore[index]
         judge = self._judge_of_live(state, scan_state, allowed, live)
-        if not isinstance(judge, PrefixJudge) or judge.fresh is None:
-            self._live_judges.setdefault(key, (judge,), 0)
+        if isinstance(judge, PrefixJudge) and judge.fresh is not None:
+            self._judges.setdefault(key, _PER_SCAN_STATE, 0)
+            key = (*key, scan_state)
+        self._judges.setdefault(key, (judge,), 0)
         return judge
 
     def _judge_of_live(
@@ -1372,6 +1369,7 @@ class Binder:
 _CORE_PHASES = (Phase.COLUMNS, Phase.FROM, Phase.ON, Phase.AFTER)
 _CORE_LABELS = frozenset({"select_core", "from_clause", "column_ref", "table", "expr_column"})
 _REFUSED = object()
+_PER_SCAN_STATE = object()  # a judge memo's mark: its judges are kept per scanner state
 _COLUMN_SLOTS = ("column", "qualified column")
 
 
