@@ -247,26 +247,22 @@ mod tests {
         transitions[usize::from(b' ')] = 2;
         transitions[2 * ALPHABET + usize::from(b' ')] = 2;
         let table = ScanTable::new(transitions, &[0, 1, 1]).unwrap();
-        let width = 4;
+        let (bytes, lengths) = rows(tokens);
+        let (layout, slot) = ([0, 0, 1], [0, 1, 0]);
+        SlotScanner::new(&table, &layout, &slot, &slot, 0, WIDTH, bytes, lengths).unwrap()
+    }
+
+    const WIDTH: usize = 4;
+
+    /// The tokens' first WIDTH bytes (zero-padded) and lengths, as `SlotScanner::new` takes them.
+    fn rows(tokens: &[&[u8]]) -> (Vec<u8>, Vec<u32>) {
         let mut bytes = Vec::new();
         for token in tokens {
             let mut row = token.to_vec();
-            row.resize(width, 0);
-            row.truncate(width);
+            row.resize(WIDTH, 0);
             bytes.extend(row);
         }
-        let lengths = tokens.iter().map(|t| t.len() as u32).collect();
-        SlotScanner::new(
-            &table,
-            &[0, 0, 1],
-            &[0, 1, 0],
-            &[0, 1, 0],
-            0,
-            width,
-            bytes,
-            lengths,
-        )
-        .unwrap()
+        (bytes, tokens.iter().map(|t| t.len() as u32).collect())
     }
 
     #[test]
@@ -297,16 +293,9 @@ mod tests {
         transitions[at(1, b'(')] = 4;
         transitions[at(3, b'(')] = 4;
         let table = ScanTable::new(transitions, &[0, 1, 1, 0, 1]).unwrap();
-        let width = 4;
-        let mut bytes = Vec::new();
-        for token in tokens {
-            let mut row = token.to_vec();
-            row.resize(width, 0);
-            bytes.extend(row);
-        }
-        let lengths = tokens.iter().map(|t| t.len() as u32).collect();
+        let (bytes, lengths) = rows(tokens);
         let (layout, slot) = ([0, 0, 1, 0, 0], [0, 1, 0, 0, 0]);
-        SlotScanner::new(&table, &layout, &slot, &slot, 0, width, bytes, lengths).unwrap()
+        SlotScanner::new(&table, &layout, &slot, &slot, 0, WIDTH, bytes, lengths).unwrap()
     }
 
     #[test]
