@@ -8,7 +8,8 @@ The analyst's guide (strict profile, `gamma=True`) over examples/hr.sqlite; four
 same statements: the first meets every state for the first time, the second meets them again
 (the guide's memos warm; with the Γ-mask cache, the same configurations). `--root` runs the
 gridrail of another checkout (a worktree of an older commit) for a comparison in one session;
-`--no-cache` shrinks the guide's Γ-mask cache (where the checkout has one) to one entry.
+`--no-cache` shrinks the guide's Γ-mask cache (where the checkout has one) to one entry;
+`--declared-names` compiles the guide with them (`compile(..., declared_names=True)`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--tokenizer", default="gpt2")
+    parser.add_argument(
+        "--declared-names",
+        action="store_true",
+        help="the name lexicons also spell declared names (a checkout that has them)",
+    )
     args = parser.parse_args()
     root = args.root.resolve()
     sys.path[:0] = [str(root / "python"), str(root / "tests")]
@@ -45,11 +51,15 @@ def main() -> None:
         raise SystemExit(f"gridrail was imported from {gr.__file__}, not from {root}")
     path = ROOT.parent / "shared" / "tokenizers" / args.tokenizer / "tokenizer.json"
     vocab, tokenizer = gr.Vocabulary.from_file(path), Tokenizer.from_file(str(path))
-    guide = hr_guide(vocab, "analyst", profile=gr.GenerationProfile(), gamma=True)
-    if args.no_cache and hasattr(guide, "_gamma_masks"):
+    names = {"declared_names": True} if args.declared_names else {}
+    guide = hr_guide(vocab, "analyst", profile=gr.GenerationProfile(), gamma=True, **names)
+    if args.no_cache:
         from gridrail.lru import BoundedLRU
 
-        guide._gamma_masks = BoundedLRU(1, 0)
+        # the Γ masks' cache: `_gamma_masks` before session 17, `_masks` (all masks) since
+        for name in ("_gamma_masks", "_masks"):
+            if hasattr(guide, name):
+                setattr(guide, name, BoundedLRU(1, 0))
     for label in ("first pass", "second pass"):
         times = []
         for sql in STATEMENTS:
