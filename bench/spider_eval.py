@@ -1099,8 +1099,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"\n{len(rows)} questions in {elapsed / 60:.1f} min "
         f"(guide compilation {evaluator.compile_seconds:.0f} s); rows in {args.out}\n"
     )
-    print(markdown_table(summarize(rows)))
-    _print_notes(rows)
+    answered = [r for r in rows if "arms" in r]  # stubs of a resumed run left out
+    print(markdown_table(summarize(answered)))
+    _print_notes(answered)
     if crashes:
         print(
             f"{len(crashes)} questions crashed (rows of kind 'crash' in {args.out}): "
