@@ -42,26 +42,18 @@ class TokenShapes:
         self.spellings: list[bytes | None] = [vocab.token_bytes(t) for t in range(size)]
         self.lengths = np.zeros(size, dtype=np.int64)
         self.bytes = np.zeros((size, WIDTH), dtype=np.uint8)  # each token's first bytes
-        # `by_rest` case folded (the dialects' common case), filled in the same pass
-        folded: tuple[dict[bytes, list[int]], dict[bytes, list[int]]] = ({}, {})
         for token_id, spelling in enumerate(self.spellings):
             if spelling is None:
                 continue
             plain[token_id] = all(b < 0x80 and b not in _NAME_BYTES for b in spelling)
             lowered = spelling.lower()
-            folded[0].setdefault(lowered, []).append(token_id)
-            if len(lowered) > 1:
-                folded[1].setdefault(lowered[1:], []).append(token_id)
             has_from[token_id] = b"from" in lowered
             self.lengths[token_id] = len(spelling)
             head = spelling[:WIDTH]
             self.bytes[token_id, : len(head)] = list(head)
         self.plain = plain
         self.has_from = has_from  # may it hold a FROM keyword (case ignored)
-        self._rests: dict[tuple[int, bool], dict[bytes, list[int]]] = {
-            (0, True): folded[0],
-            (1, True): folded[1],
-        }
+        self._rests: dict[bool, tuple[dict[bytes, list[int]], ...]] = {}
 
     def pending_lexemes(self, ids: np.ndarray, starts: np.ndarray, pending: bytes) -> list[bytes]:
         """The lexeme each token of `ids` leaves pending: its bytes from its start on, or
@@ -73,19 +65,22 @@ class TokenShapes:
         ]
 
     def by_rest(self, start: int, fold: bool) -> dict[bytes, list[int]]:
-        """The tokens longer than `start` bytes, by their bytes from `start` on (ASCII case
-        folded with `fold`): the Γ filter looks up the few lexemes a slot allows instead of
-        reading every token. Those not folded are built on first use (the whole dict, then
-        published)."""
-        found = self._rests.get((start, fold))
+        """The tokens longer than `start` (0 or 1) bytes, by their bytes from `start` on (ASCII
+        case folded with `fold`): the Γ filter looks up the few lexemes a slot allows instead
+        of reading every token. Both starts are indexed in one pass on first use, then
+        published whole."""
+        found = self._rests.get(fold)
         if found is None:
-            found = {}
+            found = ({}, {})
             for token_id, spelling in enumerate(self.spellings):
-                if spelling is not None and len(spelling) > start:
-                    rest = spelling[start:]
-                    found.setdefault(rest.lower() if fold else rest, []).append(token_id)
-            self._rests[(start, fold)] = found
-        return found
+                if spelling is None:
+                    continue
+                key = spelling.lower() if fold else spelling
+                found[0].setdefault(key, []).append(token_id)
+                if len(key) > 1:
+                    found[1].setdefault(key[1:], []).append(token_id)
+            self._rests[fold] = found
+        return found[start]
 
     def enter_from(self, ids: np.ndarray, pending: bytes) -> np.ndarray:
         """For each token of `ids` written after the `pending` bytes: may a FROM keyword end

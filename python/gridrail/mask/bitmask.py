@@ -67,8 +67,7 @@ class TokenSet:
     def frozen(self) -> bytes | array:
         """An immutable copy in the form `update` adds fastest: an array of its ids when they
         are few (set one by one), else its bits (one vectorized OR)."""
-        flags = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little")
-        positions = np.flatnonzero(flags)
+        positions = np.flatnonzero(self._flags())
         if len(positions) >= FROZEN_IDS_BELOW:
             return bytes(self.bits)
         ids = array("I")
@@ -83,16 +82,19 @@ class TokenSet:
 
     def id_array(self) -> np.ndarray:
         """The ids, ascending, as an int64 array (no list of Python ints in between)."""
-        flags = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little")
-        return np.flatnonzero(flags)
+        return np.flatnonzero(self._flags())
 
     def without(self, token_ids: Iterable[int]) -> TokenSet:
         """A new set: this one less `token_ids` (one vectorized pass, however many)."""
-        flags = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little")
+        flags = self._flags()
         flags[np.fromiter(token_ids, dtype=np.int64)] = 0
         out = TokenSet(self.vocab_size)
         out.bits[:] = np.packbits(flags, bitorder="little").tobytes()
         return out
+
+    def _flags(self) -> np.ndarray:
+        """One uint8 flag per id of the set's width (a new array)."""
+        return np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little")
 
     def count(self) -> int:
         return int.from_bytes(self.bits, "little").bit_count()  # 3x unpackbits + sum
