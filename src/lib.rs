@@ -496,6 +496,12 @@ mod bindings {
         fn __len__(&self) -> usize {
             self.0.lock().map(|memo| memo.len()).unwrap_or(0)
         }
+
+        /// `(lookups, misses)`: the walks below CD nodes asked for since the memo was made,
+        /// and how many of them were computed (not found kept).
+        fn counts(&self) -> (u64, u64) {
+            self.0.lock().map(|memo| memo.counts()).unwrap_or((0, 0))
+        }
     }
 
     #[pyfunction]

@@ -480,6 +480,8 @@ struct WalkStore {
     capacity: usize,
     bytes: usize,
     max_bytes: usize,
+    lookups: u64, // walks asked for since the memo was made
+    misses: u64,  // of those, walks computed
 }
 
 impl WalkStore {
@@ -514,6 +516,8 @@ impl WalkMemo {
             capacity,
             bytes: 0,
             max_bytes,
+            lookups: 0,
+            misses: 0,
         };
         Self {
             walks,
@@ -531,6 +535,11 @@ impl WalkMemo {
 
     pub fn capacity(&self) -> usize {
         self.walks.capacity
+    }
+
+    /// (walks asked for, walks computed) since the memo was made.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.walks.lookups, self.walks.misses)
     }
 
     pub fn max_bytes(&self) -> usize {
@@ -584,7 +593,14 @@ pub fn cd_residue(
                 accept_state: nxt.accept_state,
                 tail: if accepted { &nxt.tail } else { &[] },
             };
-            let v = stepper.v(&nxt.stack)?;
+            // keyed by the part of the allowed set the walk reads: stacks that differ
+            // elsewhere share the walk (exact: `ScannerTable::read_by_walk`)
+            let read = stepper
+                .scanner
+                .read_by_walk(start.scan_state, start.accept_state);
+            let mut v = stepper.v(&nxt.stack)?;
+            v.iter_mut().zip(&read).for_each(|(w, r)| *w &= r);
+            walks.lookups += 1;
             let key = (
                 start.scan_state,
                 start.lexeme_length,
@@ -596,6 +612,7 @@ pub fn cd_residue(
             let below = match walks.map.get(&key) {
                 Some(found) => found.clone(),
                 None => {
+                    walks.misses += 1;
                     let made = Arc::new(walk(
                         stepper.scanner,
                         trie,

@@ -227,6 +227,21 @@ impl ScannerTable {
         &self.top[state as usize * self.words..(state as usize + 1) * self.words]
     }
 
+    /// The terminals a walk from `scan_state` (last accept `accept_state`, -1: none) can read
+    /// of an allowed set: those live there and those its last accept's top class holds. The
+    /// walk reads the set only through the live sets of states it reaches, which shrink along
+    /// transitions, and the top classes of accepting states among them or of `accept_state`
+    /// (each within its state's live set), so a set and its part here walk alike.
+    pub(crate) fn read_by_walk(&self, scan_state: i32, accept_state: i32) -> Vec<u64> {
+        let mut read = self.live_row(scan_state).to_vec();
+        if accept_state >= 0 {
+            for (r, t) in read.iter_mut().zip(self.top_row(accept_state)) {
+                *r |= t;
+            }
+        }
+        read
+    }
+
     pub(crate) fn meets_live(&self, state: i32, v: &[u64]) -> bool {
         Self::meets(&self.live, state, self.words, v)
     }
@@ -272,6 +287,15 @@ pub struct Walk {
     pub tokens: Tokens,
 }
 
+/// The walk's state at one depth of the current path.
+#[derive(Clone, Copy)]
+struct Frame {
+    state: i32,
+    length: u32,
+    accept_state: i32,
+    accept_depth: i64,
+}
+
 /// `walk_context_independent` then `ci_tokens`: below trie node `root`, from `start`, with the
 /// allowed terminals (ignored ones included) `v` as `scanner.words()` words.
 pub fn walk(
@@ -306,53 +330,71 @@ pub fn walk(
     // Per depth of the current path (as in the reference): scanner state, lexeme length, last
     // accept state and the depth it was reached at (-1: before the walk, so the tail starts
     // with the start's tail).
-    let mut state = vec![start.scan_state];
-    let mut length = vec![start.lexeme_length];
-    let mut accept_state = vec![start.accept_state];
-    let mut accept_depth: Vec<i64> = vec![-1];
+    let mut frames = vec![Frame {
+        state: start.scan_state,
+        length: start.lexeme_length,
+        accept_state: start.accept_state,
+        accept_depth: -1,
+    }];
     let mut path: Vec<u8> = Vec::new();
     let mut ci_nodes = Vec::new();
     let mut cd_classes = Vec::new();
+    // per scanner state, whether a terminal of `v` is live there (0: not asked yet, 1 yes,
+    // 2 no): the live rows are read once a state instead of once a node
+    let mut live_in_v = vec![0u8; scanner.num_states()];
     let base = trie.depth[root];
     let (mut node, end) = (root + 1, root + trie.size[root] as usize);
     while node < end {
         let d = (trie.depth[node] - base) as usize;
-        if d == 0 || d > state.len() {
+        if d == 0 || d > frames.len() {
             return Err(WalkError::OutOfRange(format!(
                 "node {node} at depth {} is not below its parent in root {root}'s subtree",
                 trie.depth[node]
             )));
         }
-        state.truncate(d);
-        length.truncate(d);
-        accept_state.truncate(d);
-        accept_depth.truncate(d);
+        frames.truncate(d);
         path.truncate(d - 1);
-        let q_parent = state[d - 1];
+        let parent = frames[d - 1];
         let byte = trie.edge[node] as u8;
-        let q = scanner.trans[q_parent as usize * ALPHABET + byte as usize];
-        if q >= 0 && ScannerTable::meets(&scanner.live, q, words, v) {
-            path.push(byte);
-            state.push(q);
-            length.push(length[d - 1] + 1);
-            if scanner.accepting[q as usize] {
-                accept_state.push(q);
-                accept_depth.push(d as i64);
-            } else {
-                accept_state.push(accept_state[d - 1]);
-                accept_depth.push(accept_depth[d - 1]);
+        let q = scanner.trans[parent.state as usize * ALPHABET + byte as usize];
+        let live = q >= 0 && {
+            let known = &mut live_in_v[q as usize];
+            if *known == 0 {
+                *known = if ScannerTable::meets(&scanner.live, q, words, v) {
+                    1
+                } else {
+                    2
+                };
             }
+            *known == 1
+        };
+        if live {
+            path.push(byte);
+            frames.push(if scanner.accepting[q as usize] {
+                Frame {
+                    state: q,
+                    length: parent.length + 1,
+                    accept_state: q,
+                    accept_depth: d as i64,
+                }
+            } else {
+                Frame {
+                    state: q,
+                    length: parent.length + 1,
+                    ..parent
+                }
+            });
             if trie.token_id[node] >= 0 {
                 ci_nodes.push(node as u32);
             }
             node += 1;
             continue;
         }
-        let last_accept = accept_state[d - 1];
+        let last_accept = parent.accept_state;
         let rejected =
             q < 0 && (last_accept < 0 || !ScannerTable::meets(&scanner.top, last_accept, words, v));
         if !rejected {
-            let a_depth = accept_depth[d - 1];
+            let a_depth = parent.accept_depth;
             let tail = if a_depth >= 0 {
                 path[a_depth as usize..].to_vec()
             } else {
@@ -360,8 +402,8 @@ pub fn walk(
             };
             cd_classes.push(CdClass {
                 node: node as u32,
-                scan_state: q_parent,
-                lexeme_length: length[d - 1],
+                scan_state: parent.state,
+                lexeme_length: parent.length,
                 accept_state: last_accept,
                 tail,
             });

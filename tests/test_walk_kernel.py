@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from functools import cache
 
+import numpy as np
 import pytest
 
 import gridrail as gr
@@ -102,6 +103,55 @@ def test_the_rust_walk_equals_the_reference(tokenizer, role, profile, gamma) -> 
         if not (profile and '"' in sql)  # the strict profile has no quoted names to write
     )
     assert walked > 40
+
+
+@pytest.mark.parametrize(("role", "gamma"), [("analyst", True), ("clerk", False)])
+def test_live_sets_shrink_along_transitions(role, gamma) -> None:
+    """What keying a walk below a CD node by the part of the allowed set it reads rests on
+    (`ScannerTable::read_by_walk`): a transition never makes a terminal live again, and a state
+    accepts only terminals live there, so a walk from a state reads no terminal outside that
+    state's live set and its last accept's."""
+    guide = hr_guide(_vocab("gpt2"), role, gr.GenerationProfile(), gamma=gamma)
+    trans, live, accept = guide.oracle.scanner_tables()
+    table = np.frombuffer(trans, np.int32).reshape(len(live), 256)
+    words = (len(guide.compiled.grammar.terminals) + 63) // 64
+    masks = np.array([[m >> (64 * w) & (2**64 - 1) for w in range(words)] for m in live], np.uint64)
+    source, byte = np.nonzero(table >= 0)
+    after = masks[table[source, byte]]
+    assert not np.any(after & ~masks[source]), "a transition revived a terminal"
+    assert all(a & ~m == 0 for a, m in zip(accept, live, strict=True))
+    assert len(source) > 1000
+
+
+def test_walks_below_are_shared_by_stacks_the_walk_cannot_tell_apart() -> None:
+    """After `SELECT name` and after `... WHERE name` the stacks allow different terminals
+    once `name` is emitted, but a walk below ` ` (a space, then the rest of the token) reads
+    only what a space's lexeme can become: the second residue finds most of its walks kept by
+    the first. The residues stay the reference's."""
+    _rust()
+    guide = hr_guide(_vocab("gpt2"), "analyst", gr.GenerationProfile(), gamma=False)
+    oracle, trie, size = guide.oracle, guide.trie, guide.vocab.size
+    rust = kernels.make_mask_runners(oracle, trie, size)
+    assert rust.walks_below is not None
+
+    def reference_below(after, node):
+        walk = walk_context_independent(oracle, trie, after, node)
+        return walk, ci_tokens(trie, size, walk)
+
+    counts = [rust.walks_below.counts()]
+    for prefix in (b"SELECT name", b"SELECT name FROM employees WHERE name"):
+        cfg = oracle.feed(oracle.initial, prefix)
+        walked, _ = rust.walk(cfg, 0)
+        expected = _cd_residue(oracle, trie, guide.vocab, cfg, *reference_below(cfg, 0)[:1],
+                               reference_below)  # fmt: skip
+        assert rust.residue(cfg, walked) == expected
+        counts.append(rust.walks_below.counts())
+    (_, _), (asked, computed), (asked_2, computed_2) = counts
+    assert asked >= computed > 0
+    # keyed by the whole allowed set, most of the second residue's walks were computed again
+    # (46 of 72); keyed by what they read, most are found kept (50 of 72)
+    found = (asked_2 - asked) - (computed_2 - computed)
+    assert found > computed_2 - computed, counts
 
 
 def test_a_grammar_with_more_than_64_terminals_and_a_pending_tail() -> None:

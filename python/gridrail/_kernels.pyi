@@ -134,6 +134,8 @@ class WalkMemo:
 
     def __init__(self, capacity: int, max_bytes: int) -> None: ...
     def __len__(self) -> int: ...
+    def counts(self) -> tuple[int, int]:
+        """(walks below CD nodes asked for, walks computed) since the memo was made."""
 
 def cd_residue(
     memo: WalkMemo,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from gridrail._kernels import ScanTable, SlotScanner
+    from gridrail._kernels import ScanTable, SlotScanner, WalkMemo
     from gridrail.gamma.tokens import SlotScan, TokenShapes
     from gridrail.grammar.dfa import ByteDFA
     from gridrail.grammar.lalr import _CodedGrammar
@@ -127,6 +127,7 @@ def kernel_tables(oracle: Oracle, trie: TokenTrie) -> KernelTables:
 class MaskRunners(NamedTuple):
     walk: WalkRunner
     residue: ResidueRunner | None  # None: the reference, which reads the guide's walk caches
+    walks_below: WalkMemo | None = None  # the residue's memo (`counts()`); None: the reference
 
 
 def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskRunners:
@@ -177,7 +178,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         ids.frombytes(tokens)
         return ids
 
-    return MaskRunners(walk, residue)
+    return MaskRunners(walk, residue, memo)
 
 
 def _words_of(mask: int, words: int) -> bytes:
