@@ -17,6 +17,8 @@ statements, how often T2 serves a second database's walks after a first one warm
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 import random
 import sys
@@ -36,9 +38,15 @@ from hypothesis import strategies as st
 import gridrail as gr
 from assets import asset, spider_gold
 from gridrail.grammar.loader import bundled_grammar_text
-from gridrail.mask.cache import MaskCache
+from gridrail.mask.cache import CacheKeyConflict, MaskCache
 from gridrail.mask.compute import next_token_mask
-from gridrail.mask.entry import make_entry
+from gridrail.mask.entry import (
+    CANONICAL_ENCODING,
+    encode_normal_form_key,
+    encode_walk,
+    make_entry,
+    make_normal_form_entry,
+)
 from gridrail.mask.keys import IdentifierCompositionError, NormalFormKey
 from gridrail.mask.normal_form import CanonicalWalk, NormalForm
 from gridrail.mask.walk import ci_tokens, walk_context_independent
@@ -399,6 +407,38 @@ def test_equal_t2_keys_have_equal_walks() -> None:
         for data, walk in members[1:]:
             assert walk == first_walk, (first_data, data)
     assert len(raw_keys) > 2 * len(groups) > 100
+
+
+def test_a_t2_entrys_id_is_derived_from_its_payload_when_asked() -> None:
+    """A T2 entry's content id is derived when first asked (no mask or audit record names
+    one): BLAKE2b over its key's encoding, the canonical tag and its walk's payload; its size
+    is the payload's and the tokens' bytes; a different walk published under its key is
+    refused."""
+    guide = _hr_and_school()[0]
+    entries = []
+    for data in (b"select 1 ", b"select 1 where 2 /"):
+        cfg = guide.oracle.feed(guide.oracle.initial, data)
+        walk = walk_context_independent(guide.oracle, guide.trie, cfg)
+        tokens = ci_tokens(guide.trie, guide.vocab.size, walk)
+        canonical = guide.normal_form.to_canonical(cfg, walk)
+        key = guide.normal_form.key(cfg)
+        assert key is not None
+        entry = make_normal_form_entry(key, canonical, tokens)
+        assert "entry_id" not in vars(entry)  # not derived yet
+        payload = encode_walk(canonical.walk)
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (encode_normal_form_key(key), CANONICAL_ENCODING, payload):
+            digest.update(part)
+        assert entry.entry_id == digest.hexdigest()
+        width = 1 if isinstance(tokens, bytes) else tokens.itemsize
+        assert entry.size == len(payload) + width * len(tokens)
+        entries.append(entry)
+    first, second = entries
+    assert first.walk != second.walk
+    cache = MaskCache()
+    assert cache.publish(first) is first
+    with pytest.raises(CacheKeyConflict):
+        cache.publish(dataclasses.replace(second, key=first.key))
 
 
 def test_a_kept_last_accept_is_told_from_one_the_walk_reached() -> None:

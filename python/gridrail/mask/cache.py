@@ -78,7 +78,7 @@ class MaskCache(Generic[Entry]):
     def publish(self, entry: Entry) -> Entry:
         """Store `entry` (a no-op if an entry with its id is there) and return the stored one."""
         stored = self._lru.setdefault(entry.key, entry, entry.size)
-        if stored.entry_id != entry.entry_id:
+        if stored is not entry and stored.entry_id != entry.entry_id:
             raise CacheKeyConflict(
                 "two different walks published under one key: entries "
                 f"{stored.entry_id} and {entry.entry_id}"

@@ -14,6 +14,7 @@ import struct
 import sys
 from array import array
 from dataclasses import dataclass
+from functools import cached_property
 
 from gridrail.mask.keys import IdentifierKey, MaskKey, NormalFormKey
 from gridrail.mask.normal_form import CanonicalWalk
@@ -21,6 +22,7 @@ from gridrail.mask.walk import WalkResult
 
 ENCODING = b"gridrail-walk-v1"  # the payload encoding's tag: bump it when the encoding changes
 CANONICAL_ENCODING = b"gridrail-walk-canonical-v1"  # the same payload, canonical state numbers
+_CLASS = struct.Struct("<IiIiI")  # a CD class in a payload, then its tail framed as `_framed` does
 
 
 @dataclass(frozen=True)
@@ -39,23 +41,28 @@ class NormalFormEntry:
 
     key: NormalFormKey
     walk: CanonicalWalk
-    entry_id: str
     ci_tokens: bytes | array
     size: int
+
+    @cached_property
+    def entry_id(self) -> str:
+        """Derived when first asked: no mask or audit record names a T2 entry (a reader
+        re-publishes it in its own numbering, `make_entry`), only a second publication under
+        its key compares ids — and hashing a large walk costs about as much as walking it."""
+        payload = encode_walk(self.walk.walk)
+        return _entry_id(encode_normal_form_key(self.key), CANONICAL_ENCODING, payload)
 
 
 def make_entry(key: MaskKey, walk: WalkResult, ci_tokens: bytes | array) -> MaskEntry:
     payload = encode_walk(walk)
     entry_id = _entry_id(encode_key(key), ENCODING, payload)
-    return MaskEntry(key, walk, entry_id, ci_tokens, _held(payload, ci_tokens))
+    return MaskEntry(key, walk, entry_id, ci_tokens, _held(len(payload), ci_tokens))
 
 
 def make_normal_form_entry(
     key: NormalFormKey, walk: CanonicalWalk, ci_tokens: bytes | array
 ) -> NormalFormEntry:
-    payload = encode_walk(walk.walk)
-    entry_id = _entry_id(encode_normal_form_key(key), CANONICAL_ENCODING, payload)
-    return NormalFormEntry(key, walk, entry_id, ci_tokens, _held(payload, ci_tokens))
+    return NormalFormEntry(key, walk, ci_tokens, _held(_walk_size(walk.walk), ci_tokens))
 
 
 def _entry_id(key: bytes, tag: bytes, payload: bytes) -> str:
@@ -66,10 +73,16 @@ def _entry_id(key: bytes, tag: bytes, payload: bytes) -> str:
     return digest.hexdigest()
 
 
-def _held(payload: bytes, ci_tokens: bytes | array) -> int:
-    return len(payload) + len(ci_tokens) * (
+def _held(payload_size: int, ci_tokens: bytes | array) -> int:
+    return payload_size + len(ci_tokens) * (
         1 if isinstance(ci_tokens, bytes) else ci_tokens.itemsize
     )
+
+
+def _walk_size(walk: WalkResult) -> int:
+    """len(encode_walk(walk)), without encoding it."""
+    classes = sum(_CLASS.size + len(tail) for *_, tail in walk.cd_classes)
+    return 8 + 4 * len(walk.ci_nodes) + classes
 
 
 def encode_key(key: MaskKey) -> bytes:
@@ -105,7 +118,7 @@ def encode_walk(walk: WalkResult) -> bytes:
         nodes.byteswap()
     parts: list[bytes | array] = [struct.pack("<I", len(nodes)), nodes]
     parts.append(struct.pack("<I", len(walk.cd_classes)))
-    pack = struct.Struct("<IiIiI").pack  # the class, then its tail framed as `_framed` does
+    pack = _CLASS.pack
     for node, scan_state, lexeme_length, accept_state, tail in walk.cd_classes:
         parts.append(pack(node, scan_state, lexeme_length, accept_state, len(tail)))
         parts.append(tail)
