@@ -379,8 +379,27 @@ mod bindings {
 
     /// A CD class as Python builds it: (node, scan state, lexeme length, accept state, tail).
     type CdTuple = (u32, i32, u32, i32, Py<PyBytes>);
-    /// A walk as Python takes it: (ci_nodes, tokens, dense, cd_classes).
-    type WalkTuple = (Py<PyBytes>, Py<PyBytes>, bool, Vec<CdTuple>);
+    /// A walk as Python takes it: (ci_nodes, tokens, dense, cd_classes, kept classes).
+    type WalkTuple = (Py<PyBytes>, Py<PyBytes>, bool, Vec<CdTuple>, PyCdClasses);
+
+    /// `CdClasses`: a walk's CD classes as `cd_residue` reads them, kept beside their tuples
+    /// so that a residue does not convert hundreds of tuples again at every call.
+    #[pyclass(name = "CdClasses", module = "gridrail._kernels", frozen)]
+    struct PyCdClasses(std::sync::Arc<[walk::CdClass]>);
+
+    #[pymethods]
+    impl PyCdClasses {
+        fn __len__(&self) -> usize {
+            self.0.len()
+        }
+    }
+
+    /// The classes `cd_residue` takes: kept by a walk, or as tuples.
+    #[derive(FromPyObject)]
+    enum Classes<'py> {
+        Kept(PyRef<'py, PyCdClasses>),
+        Listed(Vec<(u32, i32, u32, i32, Vec<u8>)>),
+    }
 
     #[pymethods]
     impl PyWalkScanner {
@@ -427,6 +446,7 @@ mod bindings {
                 walk::Tokens::Sparse(ids) => (ne_bytes(py, ids, u32::to_ne_bytes), false),
                 walk::Tokens::Dense(bits) => (PyBytes::new(py, bits).unbind(), true),
             };
+            let kept = PyCdClasses(done.cd_classes.as_slice().into());
             let classes = done
                 .cd_classes
                 .into_iter()
@@ -446,6 +466,7 @@ mod bindings {
                 tokens,
                 dense,
                 classes,
+                kept,
             ))
         }
     }
@@ -519,7 +540,7 @@ mod bindings {
         lexeme_length: u32,
         accept_state: i32,
         tail: &[u8],
-        classes: Vec<(u32, i32, u32, i32, Vec<u8>)>,
+        classes: Classes<'py>,
         vocab_size: usize,
         ids_below: usize,
     ) -> PyResult<(Py<PyBytes>, bool)> {
@@ -532,6 +553,21 @@ mod bindings {
                 "an empty stack, or an ignored set or LR table of another width",
             ));
         }
+        let classes: std::sync::Arc<[walk::CdClass]> = match classes {
+            Classes::Kept(kept) => kept.0.clone(),
+            Classes::Listed(listed) => listed
+                .into_iter()
+                .map(
+                    |(node, scan_state, lexeme_length, accept_state, tail)| walk::CdClass {
+                        node,
+                        scan_state,
+                        lexeme_length,
+                        accept_state,
+                        tail,
+                    },
+                )
+                .collect(),
+        };
         let states = scanner.0.num_states() as i64;
         let scan_ok = |q: i32| (-1..states).contains(&(q as i64));
         let outside = stack.iter().any(|&q| q as usize >= lr.0.num_states())
@@ -541,7 +577,10 @@ mod bindings {
                 .into_iter()
                 .all(scan_ok)
             || classes.iter().any(|c| {
-                c.0 as usize >= trie.0.num_nodes() || c.1 < 0 || !scan_ok(c.1) || !scan_ok(c.3)
+                c.node as usize >= trie.0.num_nodes()
+                    || c.scan_state < 0
+                    || !scan_ok(c.scan_state)
+                    || !scan_ok(c.accept_state)
             });
         if outside {
             return Err(PyValueError::new_err("a state or node outside its table"));
@@ -553,18 +592,6 @@ mod bindings {
             accept_state,
             tail: tail.to_vec(),
         };
-        let classes = classes
-            .into_iter()
-            .map(
-                |(node, scan_state, lexeme_length, accept_state, tail)| walk::CdClass {
-                    node,
-                    scan_state,
-                    lexeme_length,
-                    accept_state,
-                    tail,
-                },
-            )
-            .collect();
         let bits = py
             .allow_threads(|| {
                 // a poisoned memo (a panic elsewhere) is only a cache: start it over
@@ -574,7 +601,7 @@ mod bindings {
                     memo
                 });
                 residue::cd_residue(
-                    &scanner.0, &lr.0, &ignored, start_scan, &mut memo, &trie.0, &live, classes,
+                    &scanner.0, &lr.0, &ignored, start_scan, &mut memo, &trie.0, &live, &classes,
                     vocab_size,
                 )
             })
@@ -584,9 +611,15 @@ mod bindings {
         if (count as usize) >= ids_below {
             return Ok((PyBytes::new(py, &bits).unbind(), true));
         }
-        let ids: Vec<u32> = (0..bits.len() as u32 * 8)
-            .filter(|&id| bits[(id >> 3) as usize] >> (id & 7) & 1 == 1)
-            .collect();
+        // set bits a byte at a time: most bytes of a sparse set are zero
+        let mut ids = Vec::with_capacity(count as usize);
+        for (at, &byte) in bits.iter().enumerate().filter(|(_, &b)| b != 0) {
+            let mut rest = byte;
+            while rest != 0 {
+                ids.push(at as u32 * 8 + rest.trailing_zeros());
+                rest &= rest - 1;
+            }
+        }
         Ok((ne_bytes(py, &ids, u32::to_ne_bytes), false))
     }
 

@@ -190,6 +190,9 @@ impl LrTables {
 /// hold the same stack (the reference shares its interned nodes).
 pub type Stack = Arc<[u32]>;
 
+/// A terminal set as 64-bit words, shared: the allowed set of a stack is read at every step.
+type Terminals = Arc<[u64]>;
+
 /// A configuration (`Configuration`): the stack's states and the pending lexeme.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Config {
@@ -204,7 +207,7 @@ pub struct Config {
 /// (for one scanner and LR table), kept across residues; a table is emptied when it reaches
 /// `capacity` entries, so memory stays bounded.
 pub struct StepMemo {
-    allowed: FxHashMap<Stack, Vec<u64>>,
+    allowed: FxHashMap<Stack, Terminals>,
     closings: FxHashMap<(Stack, i32, Vec<u8>), Option<Config>>,
     after_kill: FxHashMap<(i32, i32), (Vec<u64>, Vec<u8>)>,
     capacity: usize,
@@ -260,7 +263,7 @@ impl<'a> Stepper<'a> {
     }
 
     /// A(σ) ∪ ignored: `allowed_mask(stack) | ignored`.
-    fn v(&mut self, stack: &Stack) -> Result<Vec<u64>, WalkError> {
+    fn v(&mut self, stack: &Stack) -> Result<Terminals, WalkError> {
         if let Some(found) = self.memo.allowed.get(&**stack) {
             return Ok(found.clone());
         }
@@ -268,6 +271,7 @@ impl<'a> Stepper<'a> {
         for (m, i) in mask.iter_mut().zip(self.ignored) {
             *m |= i;
         }
+        let mask: Terminals = mask.into();
         bounded_insert(
             &mut self.memo.allowed,
             self.memo.capacity,
@@ -444,7 +448,7 @@ impl<'a> Stepper<'a> {
         };
         let (reach, dying) = self.after_kill(cfg.scan_state, after_tail.scan_state);
         let v = self.v(&after_tail.stack)?;
-        if reach.iter().zip(&v).any(|(r, w)| r & w != 0) {
+        if reach.iter().zip(v.iter()).any(|(r, w)| r & w != 0) {
             return Ok(true);
         }
         if after_tail.accept_state < 0 {
@@ -558,7 +562,7 @@ pub fn cd_residue(
     memo: &mut WalkMemo,
     trie: &TrieTable,
     live: &Config,
-    classes: Vec<CdClass>,
+    classes: &[CdClass],
     vocab_size: usize,
 ) -> Result<Vec<u8>, WalkError> {
     trie.check_vocab_size(vocab_size)?;
@@ -567,12 +571,19 @@ pub fn cd_residue(
     let stepper = &mut stepper;
     let mut bits = vec![0u8; vocab_size.div_ceil(32) * 4];
     let add = |id: u32, bits: &mut Vec<u8>| bits[(id >> 3) as usize] |= 1 << (id & 7);
-    let mut pending: Vec<(Config, CdClass)> =
-        classes.into_iter().map(|cd| (live.clone(), cd)).collect();
+    // (the stack a class is stepped on, the walk below which it is — None: `classes` —, its
+    // index there): classes are read where they are kept, not copied
+    let mut pending: Vec<(Stack, Option<Arc<Walk>>, usize)> = (0..classes.len())
+        .map(|k| (live.stack.clone(), None, k))
+        .collect();
     // the reference pops from the end of its list: the order does not change the set
-    while let Some((live_cfg, cls)) = pending.pop() {
+    while let Some((stack, walked, k)) = pending.pop() {
+        let cls = match &walked {
+            Some(below) => &below.cd_classes[k],
+            None => &classes[k],
+        };
         let on = Config {
-            stack: live_cfg.stack.clone(),
+            stack,
             scan_state: cls.scan_state,
             lexeme_length: cls.lexeme_length,
             accept_state: cls.accept_state,
@@ -582,9 +593,7 @@ pub fn cd_residue(
         let Some(nxt) = stepper.step(&on, trie.edge_byte(node))? else {
             continue;
         };
-        for id in trie.ids(cls.node) {
-            add(id, &mut bits);
-        }
+        trie.for_each_id(cls.node, |id| add(id, &mut bits));
         if trie.subtree_size(node) > 1 {
             let accepted = nxt.accept_state >= 0;
             let start = Start {
@@ -595,11 +604,11 @@ pub fn cd_residue(
             };
             // keyed by the part of the allowed set the walk reads: stacks that differ
             // elsewhere share the walk (exact: `ScannerTable::read_by_walk`)
-            let read = stepper
+            let mut v = stepper
                 .scanner
                 .read_by_walk(start.scan_state, start.accept_state);
-            let mut v = stepper.v(&nxt.stack)?;
-            v.iter_mut().zip(&read).for_each(|(w, r)| *w &= r);
+            let allowed = stepper.v(&nxt.stack)?;
+            v.iter_mut().zip(allowed.iter()).for_each(|(r, w)| *r &= w);
             walks.lookups += 1;
             let key = (
                 start.scan_state,
@@ -629,12 +638,8 @@ pub fn cd_residue(
                 Tokens::Sparse(ids) => ids.iter().for_each(|&id| add(id, &mut bits)),
                 Tokens::Dense(dense) => bits.iter_mut().zip(dense).for_each(|(b, d)| *b |= d),
             }
-            pending.extend(
-                below
-                    .cd_classes
-                    .iter()
-                    .map(|inner| (nxt.clone(), inner.clone())),
-            );
+            let more = below.cd_classes.len();
+            pending.extend((0..more).map(|k| (nxt.stack.clone(), Some(below.clone()), k)));
         }
     }
     Ok(bits)
@@ -747,7 +752,7 @@ mod tests {
             &mut memo,
             &trie,
             &start,
-            walked.cd_classes,
+            &walked.cd_classes,
             8,
         )
         .unwrap();

@@ -140,23 +140,18 @@ impl TrieTable {
         self.size[node] as usize
     }
 
-    /// Every id spelled exactly by the path to `node` (`TokenTrie.ids_at`).
-    pub(crate) fn ids(&self, node: u32) -> Vec<u32> {
+    /// `f` on every id spelled exactly by the path to `node` (`TokenTrie.ids_at`), in its
+    /// order.
+    pub(crate) fn for_each_id(&self, node: u32, mut f: impl FnMut(u32)) {
         if self.aliased[node as usize] {
-            return self.aliases[&node].clone();
-        }
-        match self.token_id[node as usize] {
-            id if id >= 0 => vec![id as u32],
-            _ => Vec::new(),
+            self.aliases[&node].iter().for_each(|&id| f(id));
+        } else if let Ok(id) = u32::try_from(self.token_id[node as usize]) {
+            f(id);
         }
     }
 
     fn push_ids(&self, node: u32, out: &mut Vec<u32>) {
-        if self.aliased[node as usize] {
-            out.extend_from_slice(&self.aliases[&node]);
-        } else if let Ok(id) = u32::try_from(self.token_id[node as usize]) {
-            out.push(id); // a node without a token (-1) has no id
-        }
+        self.for_each_id(node, |id| out.push(id));
     }
 }
 

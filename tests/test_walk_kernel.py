@@ -18,7 +18,7 @@ import gridrail as gr
 from assets import asset
 from gridrail import kernels
 from gridrail.mask.compute import _cd_residue
-from gridrail.mask.walk import ScanPart, ci_tokens, walk_context_independent
+from gridrail.mask.walk import ScanPart, WalkResult, ci_tokens, walk_context_independent
 from support.hr_example import hr_guide
 
 STATEMENTS = [
@@ -152,6 +152,22 @@ def test_walks_below_are_shared_by_stacks_the_walk_cannot_tell_apart() -> None:
     # (46 of 72); keyed by what they read, most are found kept (50 of 72)
     found = (asked_2 - asked) - (computed_2 - computed)
     assert found > computed_2 - computed, counts
+
+
+def test_a_residue_reads_a_walks_kept_classes_as_their_tuples() -> None:
+    """The Rust walk keeps its CD classes for the residue (`WalkResult.kernel_classes`, not
+    part of the walk's value); a walk without them (one T2 served) is read from its tuples,
+    to the same residue."""
+    _rust()
+    guide = gr.compile(gr.Grammar.bundled("sqlite"), _vocab("gpt2"))
+    rust = kernels.make_mask_runners(guide.oracle, guide.trie, guide.vocab.size)
+    for prefix in (b"SELECT a", b"SELECT a FROM t WHERE (", b"SELECT 'x", b"S"):
+        cfg = guide.oracle.feed(guide.oracle.initial, prefix)
+        walked, _ = rust.walk(cfg, 0)
+        assert len(walked.kernel_classes) == len(walked.cd_classes) > 0
+        plain = WalkResult(walked.ci_nodes, walked.cd_classes)
+        assert plain == walked and plain.kernel_classes is None
+        assert rust.residue(cfg, walked) == rust.residue(cfg, plain)
 
 
 def test_a_grammar_with_more_than_64_terminals_and_a_pending_tail() -> None:

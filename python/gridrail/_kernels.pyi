@@ -110,10 +110,17 @@ class WalkScanner:
         allowed: bytes,
         root: int,
         vocab_size: int,
-    ) -> tuple[bytes, bytes, bool, list[tuple[int, int, int, int, bytes]]]:
+    ) -> tuple[bytes, bytes, bool, list[tuple[int, int, int, int, bytes]], CdClasses]:
         """`walk_context_independent` then `ci_tokens` from a normalized scan part: (CI nodes
         as uint32 bytes, CI tokens as uint32 ids or, when `dense`, bits, dense, CD classes as
-        (node, scan state, lexeme length, accept state, tail))."""
+        (node, scan state, lexeme length, accept state, tail), the same classes kept for
+        `cd_residue`)."""
+
+@final
+class CdClasses:
+    """A walk's CD classes as `cd_residue` reads them (no conversion at each residue)."""
+
+    def __len__(self) -> int: ...
 
 @final
 class LrTable:
@@ -149,7 +156,7 @@ def cd_residue(
     lexeme_length: int,
     accept_state: int,
     tail: bytes,
-    classes: list[tuple[int, int, int, int, bytes]],
+    classes: CdClasses | list[tuple[int, int, int, int, bytes]],
     vocab_size: int,
     ids_below: int,
 ) -> tuple[bytes, bool]:

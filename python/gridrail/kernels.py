@@ -153,7 +153,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         # the reference's normalization: the pending length as 0 or 1, no tail without accept
         accepted = cfg.accept_state >= 0
         v = _words_of(oracle.allowed_mask(cfg) | ignored, words)
-        nodes, tokens, dense, classes = scanner.walk(
+        nodes, tokens, dense, classes, kept = scanner.walk(
             table, cfg.scan_state, min(cfg.lexeme_length, 1), cfg.accept_state,
             cfg.tail if accepted else b"", v, root, vocab_size,
         )  # fmt: skip
@@ -161,15 +161,17 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         ci_nodes.frombytes(nodes)
         cd = tuple(classes)  # `CDClass` tuples: (node, scan, lexeme length, accept, tail)
         if dense:
-            return WalkResult(ci_nodes, cd), tokens
+            return WalkResult(ci_nodes, cd, kept), tokens
         ids = array("I")
         ids.frombytes(tokens)
-        return WalkResult(ci_nodes, cd), ids
+        return WalkResult(ci_nodes, cd, kept), ids
 
     def residue(cfg: Configuration, walked: WalkResult) -> bytes | array:
         tokens, dense = rust.cd_residue(
             memo, scanner, lr, table, ignored_words, start_scan, cfg.stack.states(), cfg.scan_state,
-            cfg.lexeme_length, cfg.accept_state, cfg.tail, walked.cd_classes, vocab_size,
+            cfg.lexeme_length, cfg.accept_state, cfg.tail,
+            walked.cd_classes if walked.kernel_classes is None else walked.kernel_classes,
+            vocab_size,
             FROZEN_IDS_BELOW,
         )  # fmt: skip
         if dense:  # as `TokenSet.frozen` encodes a set

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gridrail.mask.bitmask import TokenSet
@@ -52,6 +52,9 @@ class WalkResult:
     ci_nodes: array  # 'I': trie nodes whose token ids are admitted whatever the stack (compact:
     # a cached walk over a 150k-token vocabulary can admit ~10^5 nodes)
     cd_classes: tuple[CDClass, ...]
+    # the Rust walk's classes (`_kernels.CdClasses`), which its residue reads without converting
+    # the tuples again; None where Python made the walk. Derived: not part of the walk's value
+    kernel_classes: object = field(default=None, compare=False, repr=False)
 
 
 def walk_context_independent(
