@@ -83,6 +83,9 @@ BOUND = [
     "WITH c AS (SELECT dept FROM employees) SELECT dept FROM c;",
     "WITH t(a, b) AS (SELECT id, dept FROM employees) SELECT a, b FROM t WHERE b = 'x';",
     "SELECT count(*) FROM (SELECT dept AS d FROM employees) AS s GROUP BY s.d;",
+    # HAVING sees the queries around it (GROUP BY and ORDER BY do not: below)
+    "SELECT name FROM employees WHERE EXISTS (SELECT employee_id FROM orders "
+    "GROUP BY employee_id HAVING count(*) > employees.id ORDER BY employee_id);",
 ]
 UNBOUND = [
     # after FROM: a column of no table in scope, a qualifier that names nothing
@@ -100,6 +103,12 @@ UNBOUND = [
     # LIMIT reads no column; a compound's ORDER BY only its result names
     "SELECT name FROM employees LIMIT id;",
     "SELECT name FROM employees UNION SELECT name FROM employees_public ORDER BY dept;",
+    # a subquery's GROUP BY and ORDER BY terms bind in that subquery only
+    "SELECT name FROM employees WHERE id IN "
+    "(SELECT employee_id FROM orders ORDER BY employees.id);",
+    "SELECT name FROM employees WHERE id IN (SELECT employee_id FROM orders ORDER BY dept);",
+    "SELECT name FROM employees WHERE EXISTS "
+    "(SELECT employee_id FROM orders GROUP BY employees.dept);",
     # two FROM items of one name
     "SELECT 1 FROM employees JOIN employees;",
 ]
@@ -671,6 +680,23 @@ def _spider_guide(db: str, gamma: bool) -> gr.Guide:
     return gr.compile(
         gr.Grammar.bundled("sqlite"), _vocab(), schema=schema, profile=STRICT, gamma=gamma
     )
+
+
+def test_an_outer_name_in_a_subquerys_order_by_is_refused_as_sqlite_refuses_it() -> None:
+    """A candidate the default model wrote for a Spider training question (session 18's run):
+    Γ let the subquery's ORDER BY name the outer query's table; SQLite refuses it, the checker
+    flagged it. The mask now refuses it at the qualifier."""
+    sql = (
+        "SELECT customer_id, customer_name FROM customers WHERE customer_name NOT IN ( SELECT "
+        "customer_id FROM orders WHERE order_id NOT IN ( SELECT customer_id FROM orders WHERE "
+        "order_status = 'Packing' ) ORDER BY customer_id, customers.customer_id ASC );"
+    )
+    path = asset("data", "spider", "database", "tracking_orders", "tracking_orders.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db, pytest.raises(sqlite3.Error):
+        db.execute("EXPLAIN " + sql)
+    assert refusal(_spider_guide("tracking_orders", False), sql) is None, "in L without Γ"
+    found = refusal(_spider_guide("tracking_orders", True), sql)
+    assert found is not None and found[0].endswith("ORDER BY customer_id,") and not found[1]
 
 
 @pytest.mark.parametrize("long", [False, pytest.param(True, marks=pytest.mark.long)])

@@ -79,6 +79,8 @@ LABELS = (
     "common_table_expr",
     "cte_column_list",
     "order_by_clause",
+    "group_by_clause",
+    "having_clause",
     "limit_clause",
     "values_clause",
     "subquery_table",
@@ -296,6 +298,8 @@ class Binder:
             "from_clause": "from",
             "on": "on",
             "order_by_clause": "order",
+            "group_by_clause": "group",
+            "having_clause": "having",
             "limit_clause": "limit",
             "with_clause": "with",
             "values_clause": "values",
@@ -698,10 +702,18 @@ class Binder:
                 return Block(Phase.WITH, block, depth=-1)
             if result.core is None:
                 columns = columns_by_key(result.columns if result else (), self._catalog_key)
-                return Block(Phase.RESULT, block, result=columns)
+                return Block(Phase.RESULT, block, result=columns, local=True)
             core = result.core
             phase = Phase.AFTER if core.phase is Phase.AFTER else Phase.COLUMNS
-            return Block(phase, block, bindings=core.bindings, aliases=core.aliases)
+            return Block(phase, block, bindings=core.bindings, aliases=core.aliases, local=True)
+        if event == "group":  # its terms see the block's own names only, until HAVING
+            if inner is None or inner.phase is not Phase.AFTER:
+                return block
+            return Block(
+                Phase.AFTER, block, bindings=inner.bindings, aliases=inner.aliases, local=True
+            )
+        if event == "having":  # names as in WHERE: the block that GROUP BY narrowed
+            return block.outer if block is not None and block.local else block
         if inner is None or inner.phase not in (Phase.COLUMNS, Phase.FROM):
             return block  # an UPDATE's FROM, or ON outside a SELECT block
         if event == "from" and inner.phase is Phase.COLUMNS:
@@ -818,6 +830,8 @@ class Binder:
             return result, block
         if label in ("order_by_clause", "limit_clause", "values_clause") and block is not None:
             return None, block.outer  # the block its keyword opened
+        if label == "group_by_clause" and block is not None and block.local:
+            return None, block.outer  # GROUP BY's, where no HAVING closed it
         if label == "cte_column_list" or label in self._column_list_helpers:
             names: list[str] = []
             for child in children:  # the first name, and the helper's value for the rest

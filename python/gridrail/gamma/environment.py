@@ -16,6 +16,8 @@ not looked into, so a name is only allowed where its binding can no longer chang
 * A bare name `c` binds in the innermost visible block where some binding has the column:
   exactly one binding (else ambiguous); failing that, that block's select-list alias `c`
   (SQLite reads aliases in WHERE, GROUP BY, HAVING and ORDER BY); failing that, further out.
+* GROUP BY and ORDER BY terms of a query block, and subqueries inside them, bind in that block
+  only: SQLite does not look into outer queries there (HAVING and WHERE it does).
 * A column the role may not see is never allowed, even where SQLite would bind it: the policy
   is decided by the binding, so the mask enforces it.
 """
@@ -114,6 +116,7 @@ class Block:
     result: dict[str, Column] | None = None  # RESULT: names an ORDER BY of a compound may use
     ctes: Cell | None = None  # WITH: (key, columns) of each CTE declared so far
     obligations: Obligations = NO_OBLIGATIONS  # names the select list used before FROM
+    local: bool = False  # GROUP BY / ORDER BY terms: no name binds further out than here
 
     def visible_bindings(self) -> tuple[Binding, ...]:
         if self.phase is Phase.ON:
@@ -138,7 +141,7 @@ def chain(block: Block | None) -> Iterator[Block]:
             if block.phase not in RESOLVED:
                 return
             yield block
-            if block.phase is Phase.NO_NAMES:
+            if block.phase is Phase.NO_NAMES or block.local:
                 return
         block = block.outer
 
