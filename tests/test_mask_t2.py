@@ -409,11 +409,11 @@ def test_equal_t2_keys_have_equal_walks() -> None:
     assert len(raw_keys) > 2 * len(groups) > 100
 
 
-def test_a_t2_entrys_id_is_derived_from_its_payload_when_asked() -> None:
-    """A T2 entry's content id is derived when first asked (no mask or audit record names
-    one): BLAKE2b over its key's encoding, the canonical tag and its walk's payload; its size
-    is the payload's and the tokens' bytes; a different walk published under its key is
-    refused."""
+def test_a_t2_entrys_walk_and_id_are_derived_when_asked() -> None:
+    """A T2 entry's canonical walk and content id are derived when first asked (no mask or
+    audit record names one): the id is BLAKE2b over its key's encoding, the canonical tag and
+    its walk's payload; its size is the payload's and the tokens' bytes; a different walk
+    published under its key is refused."""
     guide = _hr_and_school()[0]
     entries = []
     for data in (b"select 1 ", b"select 1 where 2 /"):
@@ -423,13 +423,13 @@ def test_a_t2_entrys_id_is_derived_from_its_payload_when_asked() -> None:
         canonical = guide.normal_form.to_canonical(cfg, walk)
         key = guide.normal_form.key(cfg)
         assert key is not None
-        entry = make_normal_form_entry(key, canonical, tokens)
-        assert "entry_id" not in vars(entry)  # not derived yet
+        entry = make_normal_form_entry(key, lambda c=canonical: c, walk, tokens)
+        assert "entry_id" not in vars(entry) and "walk" not in vars(entry)  # not derived yet
         payload = encode_walk(canonical.walk)
         digest = hashlib.blake2b(digest_size=16)
         for part in (encode_normal_form_key(key), CANONICAL_ENCODING, payload):
             digest.update(part)
-        assert entry.entry_id == digest.hexdigest()
+        assert entry.entry_id == digest.hexdigest() and entry.walk is canonical
         width = 1 if isinstance(tokens, bytes) else tokens.itemsize
         assert entry.size == len(payload) + width * len(tokens)
         entries.append(entry)

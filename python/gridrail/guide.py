@@ -18,6 +18,7 @@ import sys
 import threading
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -298,8 +299,8 @@ class Guide:
                 return self.cache.publish(make_entry(key, walk, shared.ci_tokens))
         walk, tokens = self.runners.walk(cfg, root)
         if family_key is not None:
-            canonical = self.normal_form.to_canonical(cfg, walk)
-            self.family_cache.publish(make_normal_form_entry(family_key, canonical, tokens))
+            canonical = partial(self.normal_form.to_canonical, cfg, walk)
+            self.family_cache.publish(make_normal_form_entry(family_key, canonical, walk, tokens))
         return self.cache.publish(make_entry(key, walk, tokens))
 
     def _walk_below(self, cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:

@@ -13,7 +13,8 @@ import hashlib
 import struct
 import sys
 from array import array
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from gridrail.mask.keys import IdentifierKey, MaskKey, NormalFormKey
@@ -37,18 +38,22 @@ class MaskEntry:
 @dataclass(frozen=True)
 class NormalFormEntry:
     """A T2 entry: shared by every scanner of a dialect family, read through
-    `NormalForm.to_local`."""
+    `NormalForm.to_local`. Its walk and id are derived when first asked: a reader in another
+    scanner asks for the walk, only a second publication under its key compares ids, and most
+    entries are never read — renumbering and hashing a large walk cost about as much as
+    walking it."""
 
     key: NormalFormKey
-    walk: CanonicalWalk
+    canonical: Callable[[], CanonicalWalk] = field(compare=False, repr=False)
     ci_tokens: bytes | array
     size: int
 
     @cached_property
+    def walk(self) -> CanonicalWalk:
+        return self.canonical()
+
+    @cached_property
     def entry_id(self) -> str:
-        """Derived when first asked: no mask or audit record names a T2 entry (a reader
-        re-publishes it in its own numbering, `make_entry`), only a second publication under
-        its key compares ids — and hashing a large walk costs about as much as walking it."""
         payload = encode_walk(self.walk.walk)
         return _entry_id(encode_normal_form_key(self.key), CANONICAL_ENCODING, payload)
 
@@ -60,9 +65,14 @@ def make_entry(key: MaskKey, walk: WalkResult, ci_tokens: bytes | array) -> Mask
 
 
 def make_normal_form_entry(
-    key: NormalFormKey, walk: CanonicalWalk, ci_tokens: bytes | array
+    key: NormalFormKey,
+    canonical: Callable[[], CanonicalWalk],
+    local: WalkResult,
+    ci_tokens: bytes | array,
 ) -> NormalFormEntry:
-    return NormalFormEntry(key, walk, ci_tokens, _held(_walk_size(walk.walk), ci_tokens))
+    """The T2 entry of `local` (a walk in its scanner's numbering), `canonical` making its
+    canonical form when it is first read (its payload has `local`'s size)."""
+    return NormalFormEntry(key, canonical, ci_tokens, _held(_walk_size(local), ci_tokens))
 
 
 def _entry_id(key: bytes, tag: bytes, payload: bytes) -> str:
