@@ -42,6 +42,8 @@ from gridrail.mask.cache import CacheKeyConflict, MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import (
     CANONICAL_ENCODING,
+    ENCODING,
+    encode_key,
     encode_normal_form_key,
     encode_walk,
     make_entry,
@@ -412,8 +414,8 @@ def test_equal_t2_keys_have_equal_walks() -> None:
 def test_a_t2_entrys_walk_and_id_are_derived_when_asked() -> None:
     """A T2 entry's canonical walk and content id are derived when first asked (no mask or
     audit record names one): the id is BLAKE2b over its key's encoding, the canonical tag and
-    its walk's payload; its size is the payload's and the tokens' bytes; a different walk
-    published under its key is refused."""
+    its walk's payload (a T1 entry's likewise, with its own tag); its size is the payload's and
+    the tokens' bytes; a different walk published under its key is refused."""
     guide = _hr_and_school()[0]
     entries = []
     for data in (b"select 1 ", b"select 1 where 2 /"):
@@ -432,6 +434,13 @@ def test_a_t2_entrys_walk_and_id_are_derived_when_asked() -> None:
         assert entry.entry_id == digest.hexdigest() and entry.walk is canonical
         width = 1 if isinstance(tokens, bytes) else tokens.itemsize
         assert entry.size == len(payload) + width * len(tokens)
+        # the T1 entry of the same walk: its id is hashed from the payload's parts
+        local = make_entry(guide.keys.key(cfg), walk, tokens)
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (encode_key(local.key), ENCODING, encode_walk(walk)):
+            digest.update(part)
+        assert local.entry_id == digest.hexdigest()
+        assert local.size == len(encode_walk(walk)) + width * len(tokens)
         entries.append(entry)
     first, second = entries
     assert first.walk != second.walk

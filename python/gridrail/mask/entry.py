@@ -54,14 +54,12 @@ class NormalFormEntry:
 
     @cached_property
     def entry_id(self) -> str:
-        payload = encode_walk(self.walk.walk)
-        return _entry_id(encode_normal_form_key(self.key), CANONICAL_ENCODING, payload)
+        return _entry_id(encode_normal_form_key(self.key), CANONICAL_ENCODING, self.walk.walk)
 
 
 def make_entry(key: MaskKey, walk: WalkResult, ci_tokens: bytes | array) -> MaskEntry:
-    payload = encode_walk(walk)
-    entry_id = _entry_id(encode_key(key), ENCODING, payload)
-    return MaskEntry(key, walk, entry_id, ci_tokens, _held(len(payload), ci_tokens))
+    entry_id = _entry_id(encode_key(key), ENCODING, walk)
+    return MaskEntry(key, walk, entry_id, ci_tokens, _held(_walk_size(walk), ci_tokens))
 
 
 def make_normal_form_entry(
@@ -75,11 +73,14 @@ def make_normal_form_entry(
     return NormalFormEntry(key, canonical, ci_tokens, _held(_walk_size(local), ci_tokens))
 
 
-def _entry_id(key: bytes, tag: bytes, payload: bytes) -> str:
+def _entry_id(key: bytes, tag: bytes, walk: WalkResult) -> str:
+    """BLAKE2b-128 of key ‖ tag ‖ encode_walk(walk), the payload hashed as its parts (a walk
+    can list ~10^5 nodes: not copied into one string first)."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(key)
     digest.update(tag)
-    digest.update(payload)
+    for part in _walk_parts(walk):
+        digest.update(part)
     return digest.hexdigest()
 
 
@@ -122,7 +123,12 @@ def encode_normal_form_key(key: NormalFormKey) -> bytes:
 
 
 def encode_walk(walk: WalkResult) -> bytes:
-    nodes = walk.ci_nodes  # joined as a buffer: a walk can list ~10^5 nodes, copied once here
+    return b"".join(_walk_parts(walk))
+
+
+def _walk_parts(walk: WalkResult) -> list[bytes | array]:
+    """encode_walk(walk) in pieces: the CI nodes as one buffer, then each class."""
+    nodes = walk.ci_nodes
     if sys.byteorder != "little":
         nodes = array("I", nodes)
         nodes.byteswap()
@@ -132,7 +138,7 @@ def encode_walk(walk: WalkResult) -> bytes:
     for node, scan_state, lexeme_length, accept_state, tail in walk.cd_classes:
         parts.append(pack(node, scan_state, lexeme_length, accept_state, len(tail)))
         parts.append(tail)
-    return b"".join(parts)
+    return parts
 
 
 def _mask_bytes(mask: int) -> bytes:
