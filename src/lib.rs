@@ -696,6 +696,7 @@ mod bindings {
     fn _kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_class::<PyLrTable>()?;
         m.add_class::<PyWalkMemo>()?;
+        m.add_class::<PyCdClasses>()?;
         m.add_function(wrap_pyfunction!(cd_residue, m)?)?;
         m.add_class::<PyScanTable>()?;
         m.add_class::<PySlotScanner>()?;

@@ -344,3 +344,20 @@ def test_name_rows_bound_is_an_overflow_in_both(rust_kernels) -> None:
     with pytest.raises(OverflowError):
         scanner_module._name_rows(NAME_BASE, [names.automaton], 4)
     assert len(rust_kernels.name_rows(NAME_BASE, [names], 9)[1]) == 9
+
+
+def test_the_stub_names_what_the_extension_defines() -> None:
+    """`_kernels.pyi` and the built module list the same public names (a class returned but
+    not registered, or a stub for what is gone, is caught here)."""
+    import ast
+    from pathlib import Path
+
+    rust = pytest.importorskip("gridrail._kernels", reason="the Rust extension is not built")
+    stub = Path(kernels.__file__).with_name("_kernels.pyi")
+    tree = ast.parse(stub.read_text(encoding="utf-8"))
+    stubbed = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef | ast.FunctionDef) and not node.name.startswith("_")
+    }
+    assert stubbed == {name for name in dir(rust) if not name.startswith("_")}
