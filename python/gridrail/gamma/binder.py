@@ -703,15 +703,11 @@ class Binder:
             if result.core is None:
                 columns = columns_by_key(result.columns if result else (), self._catalog_key)
                 return Block(Phase.RESULT, block, result=columns, local=True)
-            core = result.core
-            phase = Phase.AFTER if core.phase is Phase.AFTER else Phase.COLUMNS
-            return Block(phase, block, bindings=core.bindings, aliases=core.aliases, local=True)
+            return _own_names(result.core, block)
         if event == "group":  # its terms see the block's own names only, until HAVING
             if inner is None or inner.phase is not Phase.AFTER:
                 return block
-            return Block(
-                Phase.AFTER, block, bindings=inner.bindings, aliases=inner.aliases, local=True
-            )
+            return _own_names(inner, block)
         if event == "having":  # names as in WHERE: the block that GROUP BY narrowed
             return block.outer if block is not None and block.local else block
         if inner is None or inner.phase not in (Phase.COLUMNS, Phase.FROM):
@@ -1378,6 +1374,13 @@ class Binder:
                 return None
             completion = body + complete(mid)
         return None
+
+
+def _own_names(core: Block, block: Block | None) -> Block:
+    """The block a GROUP BY or ORDER BY of `core` opens above `block`: `core`'s bindings and
+    aliases, and no name from further out (SQLite binds those terms in their query only)."""
+    phase = Phase.AFTER if core.phase is Phase.AFTER else Phase.COLUMNS
+    return Block(phase, block, bindings=core.bindings, aliases=core.aliases, local=True)
 
 
 _CORE_PHASES = (Phase.COLUMNS, Phase.FROM, Phase.ON, Phase.AFTER)

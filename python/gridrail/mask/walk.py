@@ -17,11 +17,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gridrail.mask.bitmask import TokenSet
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.vocab.trie import TokenTrie
+
+if TYPE_CHECKING:
+    from gridrail._kernels import CdClasses
 
 
 class ScanPart(NamedTuple):
@@ -54,7 +57,7 @@ class WalkResult:
     cd_classes: tuple[CDClass, ...]
     # the Rust walk's classes (`_kernels.CdClasses`), which its residue reads without converting
     # the tuples again; None where Python made the walk. Derived: not part of the walk's value
-    kernel_classes: object = field(default=None, compare=False, repr=False)
+    kernel_classes: CdClasses | None = field(default=None, compare=False, repr=False)
 
 
 def walk_context_independent(
