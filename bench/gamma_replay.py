@@ -10,8 +10,10 @@ its GGUF file) to the guide `gridrail ask` compiles over the question's database
 generation profile, Γ on (`--declared-names`: the name lexicons also spell declared names) —
 timing `matcher.allowed()` before every token (a fresh guide per database, so the first masks
 of each count). A candidate stops at its first token the mask refuses (none should) or at
-its end. Reports steps, p50 / mean / p99 ms per mask, and the refused tokens. `--root` runs
-the gridrail of another checkout (a worktree of an older commit, with its own kernels).
+its end. Reports steps, p50 / mean / p99 ms per mask, the candidates refused (by whether the
+checker finds a name violation in them — `NAME_KINDS` — and whether they are writes), and the
+candidates let through that hold one. `--root` runs the gridrail of another checkout (a
+worktree of an older commit, with its own kernels).
 """
 
 from __future__ import annotations
@@ -21,11 +23,18 @@ import statistics
 import sys
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
 from host import provenance, report_parser
 
 ROOT = Path(__file__).resolve().parent.parent
+# the checker's violations that are about how a name binds (what Γ decides at the mask)
+NAME_KINDS = frozenset(
+    {"unknown_column", "unbound_qualifier", "ambiguous_column", "column_not_visible",
+     "unknown_table", "table_not_writable", "double_quoted_column"}
+)  # fmt: skip
+WRITES = ("insert", "update", "delete", "replace")  # a WITH before one counts as a select
 
 
 def main() -> None:
@@ -53,7 +62,7 @@ def main() -> None:
     ][: args.questions]
     guides: dict[str, gr.Guide] = {}
     times: list[float] = []
-    refused = 0
+    counts: Counter[str] = Counter()
     for row in questions:
         db = row["db_id"]
         if db not in guides:
@@ -69,13 +78,18 @@ def main() -> None:
         guide = guides[db]
         for sql in row["arms"]["constrained+candidates"]["candidate_sql"][: args.candidates]:
             matcher = guide.matcher()
+            accepted = True
             for token in guide.trie.tokenize(sql.encode()):
                 before = time.perf_counter()
                 mask = matcher.allowed()
                 times.append(time.perf_counter() - before)
                 if token not in mask or not matcher.accept_tokens([token]):
-                    refused += 1
+                    accepted = False
                     break
+            named = bool({v.kind for v in guide.check(sql)} & NAME_KINDS)
+            kind = "write" if sql.lstrip().lower().startswith(WRITES) else "select"
+            verdict = "accepted" if accepted else "refused"
+            counts[f"{verdict} {kind}s{' with a name violation' if named else ''}"] += 1
     ordered = sorted(times)
     report = {
         **provenance(started),
@@ -85,7 +99,8 @@ def main() -> None:
         "p50_ms": round(statistics.median(times) * 1e3, 2),
         "mean_ms": round(statistics.mean(times) * 1e3, 2),
         "p99_ms": round(ordered[int(0.99 * len(ordered))] * 1e3, 1),
-        "refused": refused,
+        "refused": sum(n for k, n in counts.items() if k.startswith("refused")),
+        "candidates": dict(sorted(counts.items())),
     }
     if args.json:
         print(json.dumps(report))

@@ -26,7 +26,7 @@ from gridrail.gamma.binder import PrefixJudge
 from gridrail.gamma.tokens import Scan
 from gridrail.kernels import slot_scanner
 from gridrail.spec import spec_mask_gamma
-from support.hr_example import HR_DB, hr_guide
+from support.hr_example import HR_DB, HR_POLICY, hr_guide
 from support.long_tier import long_size
 
 STRICT = gr.GenerationProfile()
@@ -45,6 +45,27 @@ def _vocab(name: str = "gpt2") -> gr.Vocabulary:
 def _guide(role: str = "auditor", tokenizer: str = "gpt2") -> gr.Guide:
     """Under Γ with the names the statement declares spelled (`declared_names`)."""
     return hr_guide(_vocab(tokenizer), role, STRICT, gamma=True, declared_names=True)
+
+
+@cache
+def _editor() -> gr.Guide:
+    """A writer with a column rule: the example's policy and an `editor` who may change
+    employees and orders but never sees a salary (Γ, declared names spelled)."""
+    text = HR_POLICY.read_text() + (
+        '\n[roles.editor]\nstatements = ["select", "insert", "update", "delete"]\n'
+        'tables = ["employees", "orders"]\nwrites = ["employees", "orders"]\n'
+        '[roles.editor.columns]\nemployees = { deny = ["salary"] }\n'
+    )
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        _vocab(),
+        schema=gr.Schema.from_sqlite(HR_DB),
+        policy=gr.Policy.from_text(text),
+        role="editor",
+        profile=STRICT,
+        gamma=True,
+        declared_names=True,
+    )
 
 
 def _accepts(guide: gr.Guide, sql: str) -> bool:
@@ -186,7 +207,7 @@ def test_declared_names_are_spelled_only_where_they_bind() -> None:
         "WITH c AS (SELECT dept AS pay FROM employees) SELECT pay FROM c ORDER BY pay;",
     ):
         assert _prepares(sql) is None and _accepts(analyst, sql), sql
-    clerk = _guide("clerk")  # writes orders: names in a write stay the role's words
+    clerk = _guide("clerk")  # writes orders: names in a write bind to its target
     assert not _accepts(clerk, "UPDATE orders SET total = 1 WHERE salary = 1;")
     assert not _accepts(clerk, "INSERT INTO orders (zzz) VALUES (1);")
     assert not _accepts(clerk, "UPDATE orders SET zzz = 1;")
@@ -229,10 +250,16 @@ SLOTS = [
 def test_the_speller_admits_exactly_the_names_that_bind(
     role: str, prefix: str, suffix: str
 ) -> None:
-    guide = _guide(role)
-    view = guide.view
-    assert view is not None
-    names = sorted({c.name for t in gr.Schema.from_sqlite(HR_DB).tables for c in t.columns})
+    _assert_spelled(_guide(role), prefix, suffix)
+
+
+def _assert_spelled(guide: gr.Guide, prefix: str, suffix: str) -> None:
+    """At the slot between `prefix` and `suffix` the mask admits a name iff SQLite prepares the
+    statement and the checker finds nothing in it (the role may see what it binds to)."""
+    schema = gr.Schema.from_sqlite(HR_DB)
+    names = sorted(
+        {c.name for t in schema.tables for c in t.columns} | {t.name for t in schema.tables}
+    )
     names += ["d", "n", "zzz"]  # declared by some statements above, by none: never a column
     admitted, expected = set(), set()
     for name in names:
@@ -244,6 +271,96 @@ def test_the_speller_admits_exactly_the_names_that_bind(
             expected.add(name)
     assert admitted, "positive control: some name binds at the slot"
     assert admitted == expected
+
+
+# -- writes: the target is the block's binding, and a table the role may write
+
+WRITE_SLOTS = [
+    ("UPDATE employees SET ", " = 1;"),
+    ("UPDATE employees SET dept = 'x' WHERE ", " = 1;"),
+    ("UPDATE employees AS e SET dept = 'x' WHERE e.", " = 1;"),
+    ("DELETE FROM orders AS o WHERE o.", " = 1;"),
+    ("DELETE FROM orders AS o WHERE id = 1 RETURNING ", ";"),
+    ("DELETE FROM employees AS o WHERE id = 1 RETURNING ", ";"),
+    ("INSERT INTO employees (", ") VALUES (1);"),
+    ("INSERT INTO orders (id) VALUES (1) RETURNING ", ";"),
+    ("DELETE FROM orders WHERE id IN (SELECT id FROM employees WHERE id = orders.", ");"),
+    ("UPDATE ", " SET id = 1;"),
+    ("DELETE FROM ", ";"),
+]
+
+
+@pytest.mark.parametrize(("prefix", "suffix"), WRITE_SLOTS)
+def test_the_speller_admits_exactly_the_names_that_bind_in_writes(prefix: str, suffix: str) -> None:
+    _assert_spelled(_editor(), prefix, suffix)
+
+
+WRITES_BOUND = [
+    "DELETE FROM orders WHERE total > 1;",
+    "DELETE FROM orders AS o WHERE o.total > 1 RETURNING orders.id, total;",
+    "UPDATE orders SET total = total + 1 WHERE id = 3 RETURNING total;",
+    "UPDATE orders AS o SET (total, placed_on) = (1, 'x') WHERE o.id = 1;",
+    "INSERT INTO orders (id, total) VALUES (1, 2) RETURNING id;",
+    "INSERT INTO orders (id) SELECT id FROM employees_public;",
+    "DELETE FROM orders WHERE employee_id IN "
+    "(SELECT id FROM employees_public WHERE employees_public.id = orders.employee_id);",
+    "WITH c AS (SELECT id FROM employees) DELETE FROM orders WHERE employee_id IN "
+    "(SELECT id FROM c);",
+]
+WRITES_UNBOUND = [
+    "DELETE FROM orders WHERE name = 'x';",  # not a column of the target
+    "DELETE FROM orders AS o WHERE orders.total > 1;",  # its alias hides the table's name
+    "DELETE FROM orders AS o RETURNING o.id;",  # ...but not in RETURNING
+    "UPDATE orders SET name = 'x';",
+    "UPDATE orders SET total = name;",
+    "INSERT INTO orders (name) VALUES ('x');",
+    "INSERT INTO orders VALUES (total);",  # a VALUES row binds nothing
+    "INSERT INTO orders SELECT orders.id FROM employees;",  # its SELECT does not see the target
+    "UPDATE orders SET total = 1 WHERE id IN (SELECT id FROM employees ORDER BY orders.id);",
+]
+
+
+@pytest.mark.parametrize("sql", WRITES_BOUND)
+def test_a_writes_names_that_bind_are_accepted(sql: str) -> None:
+    assert _prepares(sql) is None, "the fixture must be valid SQLite"
+    assert _accepts(_guide("admin"), sql)
+
+
+@pytest.mark.parametrize("sql", WRITES_UNBOUND)
+def test_a_writes_names_that_do_not_bind_are_refused(sql: str) -> None:
+    """Session 18's Spider run: every first attempt with a name violation was a write (`DELETE
+    … RETURNING` a column of another table), which Γ left to the role's words."""
+    assert _accepts(hr_guide(_vocab(), "admin", STRICT), sql), "in L without Γ"
+    assert _prepares(sql) is not None, "SQLite refuses it"
+    assert not _accepts(_guide("admin"), sql)
+
+
+def test_writes_are_capabilities_at_the_mask() -> None:
+    """The clerk writes orders only, the editor never sees a salary: under Γ the mask refuses
+    what the checker reported before (a target it may not write, a hidden column written,
+    filtered on or returned, a `RETURNING *` that reads one)."""
+    clerk, editor = _guide("clerk"), _editor()
+    refused = [
+        (clerk, "UPDATE employees_public SET name = 'x';", "table_not_writable"),
+        (editor, "UPDATE employees SET salary = 1;", "column_not_visible"),
+        (editor, "DELETE FROM employees WHERE salary > 1;", "column_not_visible"),
+        (editor, "DELETE FROM employees RETURNING *;", "column_not_visible"),
+        (editor, "INSERT INTO employees (id, salary) VALUES (1, 2);", "column_not_visible"),
+    ]
+    for guide, sql, kind in refused:
+        assert kind in {v.kind for v in guide.check(sql)}, sql
+        assert not _accepts(guide, sql), sql
+    assert _accepts(clerk, "UPDATE orders SET total = 1;")
+    assert _accepts(editor, "DELETE FROM employees WHERE dept = 'x' RETURNING name;")
+    assert _accepts(editor, "DELETE FROM orders RETURNING *;")
+
+
+def test_an_update_has_no_from_under_gamma() -> None:
+    """L_Γ's choice: an UPDATE's SET values come before its FROM items, which could make them
+    ambiguous (`SET b = a FROM s`, SQLite: "ambiguous column name"), so Γ refuses the FROM."""
+    sql = "UPDATE orders SET total = 1 FROM employees WHERE employees.id = orders.employee_id;"
+    assert _prepares(sql) is None and _accepts(hr_guide(_vocab(), "admin", STRICT), sql)
+    assert not _accepts(_guide("admin"), sql)
 
 
 # -- exactness: fast ≡ spec, walks without dead ends, SQLite prepares every sentence
@@ -273,14 +390,13 @@ def _walk(guide: gr.Guide, rng: random.Random, budget: int, spec_every: int = 0)
 
 
 def _walks(role: str, tokenizer: str, count: int, spec_every: int) -> None:
-    """`count` walks of `role`; a read-only role's statements bind every name (SQLite says
-    so), a writer's need not (Γ leaves a write's names to the role's words: a column of
-    another table is one)."""
-    guide = _guide(role, tokenizer)
+    """`count` walks of `role`: every statement, a write's too, binds every name (SQLite
+    prepares it without a name error)."""
+    guide = _editor() if role == "editor" else _guide(role, tokenizer)
     rng = random.Random(f"{role}/{tokenizer}")
     for _ in range(count):
         sql = _walk(guide, rng, rng.choice([24, 40, 64]), spec_every)
-        refusal = _prepares(sql) if role in READERS else None
+        refusal = _prepares(sql)
         assert refusal is None or not any(e in refusal for e in BINDING_ERRORS), (sql, refusal)
 
 
@@ -289,10 +405,11 @@ def test_walks_bind_every_name_and_fast_equals_spec(role: str) -> None:
     _walks(role, "gpt2", 6, 6)
 
 
-def test_a_writers_walks_end_and_fast_equals_spec() -> None:
+@pytest.mark.parametrize("role", ["admin", "editor"])
+def test_a_writers_walks_end_bind_and_fast_equals_spec(role: str) -> None:
     """A writer's walks (the reserve's completion accepted whenever the budget calls it),
     masks the specification's."""
-    _walks("admin", "gpt2", 3, 8)
+    _walks(role, "gpt2", 3, 8)
 
 
 @pytest.mark.long

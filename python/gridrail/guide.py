@@ -173,7 +173,7 @@ class Guide:
             entry, mask = self._masks.memo(cfg, lambda: self._language_mask(cfg), size)
             return entry, self._within_gamma(cfg, gamma, mask)
 
-        key = (cfg, gamma.digest, gamma.pending, gamma.open_root)
+        key = (cfg, gamma.digest, gamma.pending)
         return self._masks.memo(key, build, size)
 
     def advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
@@ -196,8 +196,6 @@ class Guide:
         assert binder is not None and shapes is not None
         ids = mask.id_array()
         ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
-        if not binder.judges(gamma):
-            return mask  # an INSERT / UPDATE / DELETE: names stay the lexicon's
         closing = binder.closing(gamma)
         if not closing:
             ids = ids[~shapes.plain[ids] | bool(gamma.pending)]
@@ -350,11 +348,10 @@ class Guide:
     def rung(self, cfg: Configuration, gamma: GammaState | None = None) -> str | None:
         """The rung of the names ladder the mask at `cfg` stands on (audit records carry it):
         None where no name terminal is in play; "gamma" where Γ allows only the names that
-        bind; "open" where names are the role's lexicon words (no Γ, or a statement whose
-        names Γ leaves open: INSERT, UPDATE, DELETE)."""
+        bind; "open" where names are the role's lexicon words (no Γ)."""
         if not self.keys.is_identifier_position(cfg):
             return None
-        if self.binder is not None and gamma is not None and self.binder.resolves(gamma):
+        if self.binder is not None and gamma is not None:
             return "gamma"
         return "open"
 

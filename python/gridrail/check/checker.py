@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gridrail.check.scopes import ROWID_KEYS, Cte, Lookup, Scope, Source
 from gridrail.errors import PolicyError
@@ -172,11 +172,12 @@ class _Binder:
             self.read_every_column(target, name, "INSERT without a column list writes", reads=False)
         if query is not None:
             self.select_stmt(query.trees()[0], None, ctes)
-        self.returning(node, scope)
+        self.returning(node, target)
 
     def update_or_delete(self, node: Tree) -> None:
         """UPDATE and DELETE: the target (with its alias), FROM items, SET, WHERE, RETURNING."""
-        scope = Scope(None, self.with_clause(node.child("with_clause"), ChainMap()))
+        ctes = self.with_clause(node.child("with_clause"), ChainMap())
+        scope = Scope(None, ctes)
         self.conflict_resolution(node.child("conflict_resolution"))
         target = self.target(node, scope)
         from_clause = node.child("from_clause")
@@ -190,7 +191,7 @@ class _Binder:
         where = node.child("where_clause")
         if where is not None:
             self.expression(where, scope)
-        self.returning(node, scope)
+        self.returning(node, target)
 
     def target(self, node: Tree, scope: Scope) -> Source:
         """The table an INSERT / UPDATE / DELETE writes (never a CTE), added to `scope`."""
@@ -235,10 +236,16 @@ class _Binder:
                 replace,
             )
 
-    def returning(self, node: Tree, scope: Scope) -> None:
+    def returning(self, node: Tree, target: Source) -> None:
+        """RETURNING's items are result columns (without `t.*`) over the target alone, under
+        its table name: SQLite binds them so (an alias does not reach it, an UPDATE's FROM
+        items are not in scope)."""
         clause = node.child("returning_clause")
-        if clause is not None:  # its items are result columns (without `t.*`)
-            self.result_columns(clause, scope)
+        if clause is not None:
+            (name,) = node.terminals("TABLE_NAME")
+            key, shown, _ = self.source_name(name, None)
+            own = replace(target, key=key, name=shown)
+            self.result_columns(clause, Scope(None, ChainMap(), [own]))
 
     # -- SELECT
 

@@ -17,7 +17,11 @@ see. In a SELECT block:
   (`gamma.obligations`), each allowed only while the FROM clause can still discharge all of
   them, and the FROM clause's tables, aliases and its end are allowed only on that condition;
 * outside every block (a VALUES row) nothing is bound.
-INSERT / UPDATE / DELETE statements keep today's lexicon rung (names open).
+An INSERT / UPDATE / DELETE is a block too: its target is a table the role may write, and
+once named it is the block's one binding — an INSERT's column list and an UPDATE's SET
+columns are its visible columns, SET values, WHERE and RETURNING bind to it (RETURNING under
+the table's own name, as SQLite binds it). L_Γ has no UPDATE … FROM: its SET values, written
+before the FROM items, could be made ambiguous by them (a later part).
 
 The mask under Γ is the mask of L without the tokens after which the output is no longer a
 viable prefix of L_Γ: a token whose lexemes put a name at a slot that does not bind, or end a
@@ -85,11 +89,19 @@ LABELS = (
     "values_clause",
     "subquery_table",
     "parenthesized_join",
+    "where_clause",
+    "returning_clause",
+    "insert_stmt",
+    "update_stmt",
+    "delete_stmt",
+    "assignment",
+    "column_name_list",
 )
 # The terminals of name slots and of the names the binder records.
 QUALIFIER, COLUMN_NAME, TABLE_NAME = "QUALIFIER", "COLUMN_NAME", "TABLE_NAME"
 TABLE_ALIAS, COLUMN_ALIAS, CTE_NAME = "TABLE_ALIAS", "COLUMN_ALIAS", "CTE_NAME"
-WRITE_KEYWORDS = frozenset({"insert", "replace", "update", "delete"})
+WRITES = ("insert_stmt", "update_stmt", "delete_stmt")
+WRITE_CLAUSES = ("set", "where", "returning")  # where a write's names start to bind
 # Joins that merge columns by name (NATURAL, USING): L_Γ has none in a SELECT block — which
 # names they merge, and when SQLite finds them ambiguous, is left to a later part.
 MERGING_JOINS = ("NATURAL", "USING")
@@ -102,7 +114,6 @@ class GammaState(NamedTuple):
     values: Cell | None  # semantic values, one per stack symbol above the root
     block: Block | None  # the innermost open block
     pending: bytes  # the lexeme in progress
-    open_root: bool  # an INSERT / UPDATE / DELETE: names outside every block stay open
     # BLAKE2b-128 chained over the lexemes read (Γ is a function of them): what an audit
     # record's configuration hash adds for Γ, in O(1) per lexeme
     digest: bytes = bytes(16)
@@ -227,6 +238,7 @@ class Binder:
             for p in grammar.productions
             if p.origin == "cte_column_list" and p.lhs != "cte_column_list"
         }
+        self._origins = [p.origin for p in grammar.productions]
         self._ignored = compiled.ignored_mask
         self._names = compiled.terminal_names
         self._index = {name: i for i, name in enumerate(compiled.terminal_names)}
@@ -260,8 +272,10 @@ class Binder:
         self._merging = {self._index[n] for n in MERGING_JOINS if n in self._index}
         # `*`: a star's reduction is refused where it would read a column the role may not see
         self._stars = {self._index[n] for n in ("STAR", "__ANON_STAR") if n in self._index}
+        # FROM: an UPDATE's is refused (its SET values could not be bound before its items)
+        self._from = {self._index[n] for n in ("FROM",) if n in self._index}
         self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
-        slot_bits = sum(1 << t for t in self._restricted | self._merging | self._stars)
+        slot_bits = sum(1 << t for t in self._restricted | self._merging | self._stars | self._from)
         every = (1 << len(self._names)) - 1
         layout = [
             (w := compiled.winner(accept, every)) >= 0 and bool((self._ignored >> w) & 1)
@@ -273,6 +287,7 @@ class Binder:
         )  # fmt: skip
         self._prefixes: BoundedLRU[frozenset[bytes]] = BoundedLRU(4096, 1 << 30)
         self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
+        self._writes = {self.rules.catalog_key(name): name for name in names.writes}
         self._table_columns: dict[str, dict[str, Column]] = {}
         self._candidates: BoundedLRU[Slot] = BoundedLRU(4096, 1 << 30)
         self._catalog: Catalog | None = None
@@ -283,14 +298,15 @@ class Binder:
         self._judges: BoundedLRU[tuple | object] = BoundedLRU(1 << 14, 1 << 30)
         self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
         self._paths: dict[tuple[int, int, int], tuple[tuple[bytes, ...], bool]] = {}
-        self.initial = GammaState(oracle.initial.stack, None, None, b"", False)
+        self.initial = GammaState(oracle.initial.stack, None, None, b"")
 
     def _state_events(
         self, kernels: tuple, rhs: tuple[tuple[str, ...], ...]
     ) -> tuple[dict[int, str], dict[int, str]]:
         """Per LR state reached by a shift: the block event it starts ("select", "from", "on",
-        "order", "limit", "with"), and the name slot it fills ("qualifier", "column",
-        "qualified column")."""
+        "order", "limit", "with", "where", "set", "returning"), and the name slot it fills
+        ("qualifier", "column", "qualified column", "table", "alias", "target", "target
+        column")."""
         opens: dict[int, str] = {}
         slots: dict[int, str] = {}
         starts = {
@@ -303,6 +319,8 @@ class Binder:
             "limit_clause": "limit",
             "with_clause": "with",
             "values_clause": "values",
+            "where_clause": "where",
+            "returning_clause": "returning",
         }
         for state, items in enumerate(kernels):
             for production, dot in items:
@@ -321,29 +339,30 @@ class Binder:
                     slots[state] = "alias"
                 if label in ("subquery_table", "parenthesized_join") and dot == 1:
                     opens[state] = "item paren"
+                written = symbols[dot - 1] if dot >= 1 else None
+                if label in WRITES and written == TABLE_NAME:
+                    slots[state] = "target"
+                if label == "update_stmt" and written == "SET":
+                    opens[state] = "set"
+                origin = self._origins[production] if production < len(self._origins) else ""
+                if written == COLUMN_NAME and "column_name_list" in (label, origin):
+                    slots[state] = "target column"
+                if written == COLUMN_NAME and label == "assignment":
+                    slots[state] = "target column"
         return opens, slots
-
-    def resolves(self, state: GammaState) -> bool:
-        """Do name slots at `state` go through Γ (else they are open, as without Γ)?"""
-        return not state.open_root
-
-    def judges(self, state: GammaState) -> bool:
-        """May Γ refuse a token at `state`: where its slots resolve, and — in a language that
-        spells declared names — everywhere (where names stay open they are the role's words)."""
-        return not state.open_root or bool(self._widened)
 
     def owes(self, state: GammaState) -> bool:
         """Is the innermost block still in its select list (whose names, some perhaps owed
         only once the pending lexeme ends, the FROM clause will owe)?"""
         inner = innermost(state.block)
-        return not state.open_root and inner is not None and inner.phase is Phase.COLUMNS
+        return inner is not None and inner.phase is Phase.COLUMNS
 
     def closing(self, state: GammaState) -> bool:
         """Is `state` inside a FROM clause that still owes its select list names, or that
         holds as many items as a block may (where any token — `;`, `)`, WHERE, `(` — may be
         refused, not only names)?"""
         inner = innermost(state.block)
-        if state.open_root or inner is None:
+        if inner is None:
             return False
         if _full(inner):
             return True
@@ -353,12 +372,12 @@ class Binder:
         )
 
     @staticmethod
-    def _no_item_paren(block: Block | None, open_root: bool) -> bool:
+    def _no_item_paren(block: Block | None) -> bool:
         """Is a `(` that opens a FROM item (a subquery, a parenthesized join) refused: where
         the select list named columns (the search plans with tables, not subqueries) or the
         FROM clause holds as many items as a block may?"""
         inner = innermost(block)
-        return not open_root and inner is not None and (bool(inner.obligations) or _full(inner))
+        return inner is not None and (bool(inner.obligations) or _full(inner))
 
     # -- reading lexemes
     def advance(self, state: GammaState, data: bytes, after: Configuration) -> GammaState | None:
@@ -370,8 +389,6 @@ class Binder:
     def ends(self, state: GammaState, cfg: Configuration) -> bool:
         """May the output stop here (the oracle says it may): do the last lexeme and the
         reductions at the end keep every name bound (the FROM clauses close)?"""
-        if state.open_root:
-            return True
         finished = Configuration(cfg.stack, self._start, 0, -1, b"")
         read = self._read(state, b"", finished)
         if not isinstance(read, GammaState):
@@ -394,32 +411,31 @@ class Binder:
                 return None
             if move >= 0 or move == ACCEPT:
                 return node, values, block, move
-            node, values, block = self._reduce(node, values, block, -1 - move, state.open_root)
+            node, values, block = self._reduce(node, values, block, -1 - move)
 
     def _read(self, state: GammaState, data: bytes, after: Configuration) -> GammaState | Failure:
         text = state.pending + data
         cut = len(text) - after.lexeme_length
         position = 0
-        node, values, block, open_root = state.node, state.values, state.block, state.open_root
-        digest = state.digest
+        node, values, block, digest = state.node, state.values, state.block, state.digest
         while position < cut:
             _, _, length, accept_state = self._run(self._start, text[position:])
             allowed = self.oracle.lr.allowed_mask(node) | self._ignored
             terminal = self.oracle.winner_in(accept_state, allowed)
             end = position + length
             if not (self._ignored >> terminal) & 1:
-                before = GammaState(node, values, block, text[position:end], open_root, digest)
+                before = GammaState(node, values, block, text[position:end], digest)
                 shifted = self._shift(before, terminal, text[position:end])
                 if shifted is None:
                     return Failure(position, terminal, before)
-                node, values, block, open_root, digest = shifted
+                node, values, block, digest = shifted
             position = end
-        nxt = GammaState(node, values, block, text[cut:], open_root, digest)
+        nxt = GammaState(node, values, block, text[cut:], digest)
         return nxt if self._pending_ok(nxt, after) else Failure(cut, -1, nxt)
 
     def _shift(
         self, state: GammaState, terminal: int, lexeme: bytes
-    ) -> tuple[StackNode, Cell | None, Block | None, bool, bytes] | None:
+    ) -> tuple[StackNode, Cell | None, Block | None, bytes] | None:
         """Reduce, check the lexeme at its slot, shift; None if Γ refuses it. Γ is a function
         of the lexemes read, which its digest chains: a shift from one state is computed once
         (the tokens of a mask that share their first lexemes, the candidates of a question)."""
@@ -428,7 +444,7 @@ class Binder:
 
     def _shift_now(
         self, state: GammaState, terminal: int, lexeme: bytes
-    ) -> tuple[StackNode, Cell | None, Block | None, bool, bytes] | None:
+    ) -> tuple[StackNode, Cell | None, Block | None, bytes] | None:
         try:
             found = self._reduce_for(state, terminal)
         except _Refused:
@@ -438,7 +454,7 @@ class Binder:
         node, values, block, move = found
         text = lexeme.decode("utf-8", "surrogateescape")
         slot_kind = self._slots.get(move)
-        if terminal in self._restricted and not state.open_root:
+        if terminal in self._restricted:
             slot = self._slot(slot_kind, block, values)
             key = self._key(text, self._names[terminal])
             if slot is not None and not slot.allows(key):
@@ -446,31 +462,28 @@ class Binder:
             if slot is None and not self._is_word(terminal, key):
                 return None  # a declared name where Γ does not judge names: not the role's
             block = self._oblige(slot_kind, block, values, key)
-        elif terminal in self._widened and not self._is_word(
-            terminal, self._key(text, self._names[terminal])
-        ):
-            return None  # in a statement whose names stay open: the role's words only
-        open_root = state.open_root or (innermost(block) is None and text.lower() in WRITE_KEYWORDS)
-        if terminal in self._merging and self._in_from(block, state.open_root):
+            if slot_kind == "target":
+                block = self._target(block, key)
+        if terminal in self._merging and self._in_from(block):
+            return None
+        event = self._opens.get(move)
+        if self._refused_event(event, block):
             return None
         pushed = node.push(move, terminal)
         values = Cell(Token(self._names[terminal], text), values)
-        event = self._opens.get(move)
-        if event == "item paren":
-            if self._no_item_paren(block, state.open_root):
-                return None
-        elif event is not None:
+        if event is not None and event != "item paren":
             block = self._open(event, block, node, values)
-        if (
-            terminal not in self._restricted
-            and not open_root
-            and not self._alive(pushed, values, block)
-        ):
+        if terminal not in self._restricted and not self._alive(pushed, values, block):
             return None  # nothing could follow it: a dead end
         chained = hashlib.blake2b(
             state.digest + terminal.to_bytes(4, "little") + lexeme, digest_size=16
         ).digest()
-        return pushed, values, block, open_root, chained
+        return pushed, values, block, chained
+
+    def _target(self, block: Block | None, key: str) -> Block:
+        """Γ once a write's target table is named: a block whose one binding it is."""
+        binding = Binding(key, self._columns_of(self._writes[key], None))
+        return Block(Phase.TARGET, block, bindings=(binding,), target=binding)
 
     def _oblige(self, slot: str | None, block: Block | None, values: Cell | None, key: str):
         """Γ after a column reference in a select list (before its FROM): one more obligation."""
@@ -501,6 +514,16 @@ class Binder:
         qualifier = self._qualifier_before(values) if slot == "qualified column" else None
         if slot == "qualified column" and qualifier is None:
             return None
+        if slot == "target":  # a write's: the tables the role may write (never a CTE)
+            return self._candidates.memo(("target",), lambda: Slot(dict(self._writes)))
+        if slot == "target column":  # INSERT's column list, UPDATE's SET: the target's
+            if inner is None or inner.target is None:
+                return None  # USING lists
+            target = inner.target
+            return self._candidates.memo(
+                ("target column", _Same(target)),
+                lambda: Slot({k: c.name for k, c in target.columns.items() if c.visible}),
+            )
         table = None
         if slot in ("table", "alias"):
             if inner is None or inner.phase is not Phase.FROM:
@@ -696,6 +719,10 @@ class Binder:
             return Block(Phase.WITH, block, depth=below.depth)
         if event in ("limit", "values"):
             return Block(Phase.NO_NAMES, block)
+        if inner is not None and inner.target is not None and event in WRITE_CLAUSES:
+            # RETURNING sees the target under its table name (`target`), its alias does not
+            bindings = (inner.target,) if event == "returning" else inner.bindings
+            return _replace_inner(block, replace(inner, phase=Phase.AFTER, bindings=bindings))
         if event == "order":
             result = _nearest_result(values)
             if result is None:  # a window's ORDER BY: names as in the block around it
@@ -729,7 +756,6 @@ class Binder:
         values: Cell | None,
         block: Block | None,
         production: int,
-        open_root: bool = False,
     ) -> tuple[StackNode, Cell | None, Block | None]:
         """One reduction with its semantic action (`_Refused` if Γ refuses it)."""
         length = self._lengths[production]
@@ -739,7 +765,7 @@ class Binder:
             values = values.tail  # type: ignore[union-attr]
             node = node.parent  # type: ignore[assignment]
         children.reverse()
-        value, block = self._action_for(self._labels[production], children, block, node, open_root)
+        value, block = self._action_for(self._labels[production], children, block, node)
         goto = self._goto[node.state][self._lhs[production]]
         return (
             node.push(goto, self._nonterminal_base + self._lhs[production]),
@@ -753,11 +779,10 @@ class Binder:
         children: list[object],
         block: Block | None,
         below: StackNode,
-        open_root: bool,
     ) -> tuple[object, Block | None]:
         """The semantic value of a reduction, and Γ after it."""
         inner = innermost(block)
-        bound = inner is not None and bool(inner.obligations) and not open_root
+        bound = inner is not None and bool(inner.obligations)
         if label == "column_ref":
             return _ColumnRef(_token(children, COLUMN_NAME)), block
         if label == "expr_column" and inner is not None and inner.phase is Phase.COLUMNS:
@@ -772,7 +797,11 @@ class Binder:
             key = self._key(qualifier, QUALIFIER) if qualifier else None
             item = ResultItem(None, None, True, key)
             obligations = inner.obligations
-            if inner.phase is Phase.COLUMNS and not open_root:
+            if inner.target is not None and not all(
+                c.visible for c in inner.target.columns.values()
+            ):
+                raise _Refused  # RETURNING *: it reads every column of the target
+            if inner.phase is Phase.COLUMNS:
                 # `*` / `q.*`: q in this FROM, and every column the star reads visible
                 obligations = obligations.with_star(key)
                 own = tuple(cells(inner.declared))  # type: ignore[arg-type]
@@ -781,12 +810,16 @@ class Binder:
             grown = replace(inner, items=Cell(item, inner.items), obligations=obligations)
             return None, _replace_inner(block, grown)
         if label == "table_alias":
-            return _Alias(_token(children, TABLE_ALIAS)), block
+            alias = _token(children, TABLE_ALIAS)
+            if inner is not None and inner.phase is Phase.TARGET and alias is not None:
+                renamed = Binding(self._key(alias, TABLE_ALIAS), inner.target.columns)  # type: ignore[union-attr]
+                block = _replace_inner(block, replace(inner, bindings=(renamed,)))
+            return _Alias(alias), block
         if label == "table" and inner is not None and inner.phase is Phase.FROM:
             name = _token(children, TABLE_NAME) or ""
             alias = next((c.text for c in children if isinstance(c, _Alias)), None)
             binding = Binding(self._key(alias or name, TABLE_NAME), self._columns_of(name, block))
-            if not open_root and any(b.key == binding.key for b in cells(inner.declared)):  # type: ignore[union-attr]
+            if any(b.key == binding.key for b in cells(inner.declared)):  # type: ignore[union-attr]
                 raise _Refused  # two FROM items of one name: every reference to it is ambiguous
             if bound:
                 own = (*cells(inner.declared), binding)  # type: ignore[misc]
@@ -799,7 +832,7 @@ class Binder:
             columns = columns_by_key(result.columns if result else (), self._catalog_key)
             binding = Binding(self._key(alias, TABLE_NAME) if alias else None, columns)
             declared = {b.key for b in cells(inner.declared)}  # type: ignore[union-attr]
-            if not open_root and binding.key is not None and binding.key in declared:
+            if binding.key is not None and binding.key in declared:
                 raise _Refused  # two FROM items of one name
             return None, _declare(block, inner, binding)
         if label == "on" and inner is not None and inner.phase is Phase.ON:
@@ -896,11 +929,9 @@ class Binder:
         terminals, so a lexeme costs a few set lookups. A judge is a function of the
         terminals live, unless a fresh alias may start (its extensions are walked from the
         scanner state itself): such a judge is kept per scanner state."""
-        if state.open_root and not self._widened:
-            return None
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         live = self._live[scan_state] & allowed
-        key = (state.node, state.digest, state.open_root, live)
+        key = (state.node, state.digest, live)
         found = self._judges.get(key)
         if found is _PER_SCAN_STATE:
             found = self._judges.get((*key, scan_state))
@@ -923,11 +954,6 @@ class Binder:
         for terminal in _bits(live):
             if (self._ignored >> terminal) & 1:
                 return None
-            if state.open_root:
-                if terminal not in self._widened:
-                    return None  # a lexeme Γ does not judge here
-                prefix_sets.append(self._word_prefixes(terminal))
-                continue
             at = self._slot_after(state, terminal)
             if at is None:
                 continue  # Γ refuses the reductions this terminal would make
@@ -964,8 +990,8 @@ class Binder:
             shifted = self._shift(state, terminal, pending[:length])
             if shifted is None:
                 return False
-            node, values, block, open_root, digest = shifted
-            after = GammaState(node, values, block, b"", open_root, digest)
+            node, values, block, digest = shifted
+            after = GammaState(node, values, block, b"", digest)
         rest = pending[length:]
         return self.pending_verdict(after, self._run(self._start, rest)[0], rest)
 
@@ -983,8 +1009,8 @@ class Binder:
         shifted = self._shift(state, terminal, state.pending)
         if shifted is None:
             return None
-        node, values, block, open_root, digest = shifted
-        return GammaState(node, values, block, b"", open_root, digest)
+        node, values, block, digest = shifted
+        return GammaState(node, values, block, b"", digest)
 
     def _slot_after(
         self, state: GammaState, terminal: int
@@ -1046,12 +1072,12 @@ class Binder:
         if found is None:
             return _REFUSED
         node, values, block, move = found
-        if self._opens.get(move) == "item paren" and self._no_item_paren(block, state.open_root):
+        if self._refused_event(self._opens.get(move), block):
             return _REFUSED  # as `_shift` refuses it
-        if terminal in self._merging and self._in_from(block, state.open_root):
+        if terminal in self._merging and self._in_from(block):
             return _REFUSED
         if terminal not in self._restricted:
-            if look > 0 and not state.open_root:
+            if look > 0:
                 values = Cell(Token(self._names[terminal], ""), values)
                 event = self._opens.get(move)
                 pushed = node.push(move, terminal)
@@ -1063,9 +1089,17 @@ class Binder:
         return self._slot(self._slots.get(move), block, values)
 
     @staticmethod
-    def _in_from(block: Block | None, open_root: bool) -> bool:
+    def _in_from(block: Block | None) -> bool:
         inner = innermost(block)
-        return not open_root and inner is not None and inner.phase in (Phase.FROM, Phase.ON)
+        return inner is not None and inner.phase in (Phase.FROM, Phase.ON)
+
+    def _refused_event(self, event: str | None, block: Block | None) -> bool:
+        """Is the clause a shift would start refused: a `(` opening a FROM item where
+        `_no_item_paren` says so, or an UPDATE's FROM (L_Γ has none: module docstring)?"""
+        if event == "item paren":
+            return self._no_item_paren(block)
+        inner = innermost(block)
+        return event == "from" and inner is not None and inner.target is not None
 
     def _alive(
         self, node: StackNode, values: Cell | None, block: Block | None, look: int = 0
@@ -1079,7 +1113,7 @@ class Binder:
         allowed = self.oracle.lr.allowed_mask(node)
         if not allowed:
             return True  # only the end: `ends` judges it
-        probe = GammaState(node, values, block, b"", False)
+        probe = GammaState(node, values, block, b"")
         further = look if allowed.bit_count() <= FEW_FOLLOWERS else 0
         for terminal in _bits(allowed):
             found = self._slot_if(probe, terminal, look=further)
@@ -1229,7 +1263,7 @@ class Binder:
         here (a breadth-first walk of the scanner through states still live for V)."""
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         # where Γ leaves names open, a widened terminal still spells only the role's words
-        judged = sum(1 << t for t in (self._widened if state.open_root else self._restricted))
+        judged = sum(1 << t for t in self._restricted)
         seen = {scan_state}
         queue: deque[tuple[int, bytes]] = deque([(scan_state, b"")])
         while queue:
@@ -1256,7 +1290,7 @@ class Binder:
         at = self._slot_after(state, terminal)
         if at is None:
             return []
-        slot = None if state.open_root else at[0]
+        slot = at[0]
         if slot is None:  # a slot Γ does not judge: a widened terminal spells the role's words
             if terminal not in self._widened:
                 return []

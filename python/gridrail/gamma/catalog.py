@@ -1,6 +1,6 @@
 """The names Γ resolves against: each table the role sees and, per column, whether the role
-may read it — what the binder needs of a schema view, as data that an archive can hold (so a
-log written under Γ replays without the database)."""
+may read it, and the tables its writes may target — what the binder needs of a schema view, as
+data that an archive can hold (so a log written under Γ replays without the database)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from gridrail.errors import UsageError
 from gridrail.policy.dialect import RULES, IdentifierRules
 from gridrail.policy.view import SchemaView
 
-FORMAT = "gridrail-names-v1"
+FORMAT = "gridrail-names-v2"  # v2: the tables writes may target
 
 
 @dataclass(frozen=True)
 class NameCatalog:
     dialect: str
     tables: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]  # (table, ((column, visible),))
+    writes: tuple[str, ...] = ()  # tables an INSERT / UPDATE / DELETE may target (of `tables`)
 
     @classmethod
     def from_view(cls, view: SchemaView) -> NameCatalog:
@@ -30,7 +31,9 @@ class NameCatalog:
             )
             for table in view.tables
         )
-        return cls(view.schema.dialect, tables)
+        writer = view.role is None or bool(view.role.write_kinds)
+        writes = tuple(t.name for t in view.writable_tables) if writer else ()
+        return cls(view.schema.dialect, tables, writes)
 
     @property
     def rules(self) -> IdentifierRules:
@@ -42,6 +45,7 @@ class NameCatalog:
             "format": FORMAT,
             "dialect": self.dialect,
             "tables": [[t, [[c, v] for c, v in columns]] for t, columns in self.tables],
+            "writes": list(self.writes),
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
@@ -56,9 +60,10 @@ class NameCatalog:
                 (str(t), tuple((str(c), bool(v)) for c, v in columns))
                 for t, columns in doc["tables"]
             )
+            writes = tuple(str(t) for t in doc["writes"])
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"not a {FORMAT} name catalog: {exc}") from None
-        return cls(doc["dialect"], tables)
+        return cls(doc["dialect"], tables, writes)
 
     @cached_property
     def fingerprint(self) -> str:

@@ -20,6 +20,10 @@ not looked into, so a name is only allowed where its binding can no longer chang
   only: SQLite does not look into outer queries there (HAVING and WHERE it does).
 * A column the role may not see is never allowed, even where SQLite would bind it: the policy
   is decided by the binding, so the mask enforces it.
+* An INSERT / UPDATE / DELETE is a block whose one binding is its target (under its alias, if
+  it has one): SET values and WHERE see it, and subqueries there see it as an outer query.
+  RETURNING sees the target under its table name only (an alias does not reach it, nor does
+  an UPDATE's FROM item); an INSERT's SELECT does not see it at all.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Phase(Enum):
     RESULT = "result"  # ORDER BY of a compound select: the result column names only
     NO_NAMES = "no-names"  # LIMIT / OFFSET: no column at all (SQLite refuses them)
     WITH = "with"  # a WITH clause: holds CTEs, transparent to column names
+    TARGET = "target"  # an INSERT / UPDATE / DELETE before its SET, WHERE or RETURNING:
+    # its target is named, no name binds yet (an INSERT's SELECT does not see the target)
 
 
 # Block kinds whose names the slots resolve; the others are left open (today's lexicon rung).
@@ -117,6 +123,7 @@ class Block:
     ctes: Cell | None = None  # WITH: (key, columns) of each CTE declared so far
     obligations: Obligations = NO_OBLIGATIONS  # names the select list used before FROM
     local: bool = False  # GROUP BY / ORDER BY terms: no name binds further out than here
+    target: Binding | None = None  # an INSERT / UPDATE / DELETE: the table it writes
 
     def visible_bindings(self) -> tuple[Binding, ...]:
         if self.phase is Phase.ON:
