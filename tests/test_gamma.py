@@ -25,6 +25,7 @@ from gridrail.audit import AuditLog, replay
 from gridrail.gamma.binder import PrefixJudge
 from gridrail.gamma.tokens import Scan
 from gridrail.kernels import slot_scanner
+from gridrail.policy.binding import CLAUSE_REACH, Reach
 from gridrail.spec import spec_mask_gamma
 from support.hr_example import HR_DB, HR_POLICY, hr_guide
 from support.long_tier import long_size
@@ -271,6 +272,44 @@ def _assert_spelled(guide: gr.Guide, prefix: str, suffix: str) -> None:
             expected.add(name)
     assert admitted, "positive control: some name binds at the slot"
     assert admitted == expected
+
+
+# -- one table of which names each clause reaches (`policy.binding`), bound to SQLite
+
+_OUTER = "SELECT name FROM employees WHERE id IN (SELECT employee_id FROM orders {});"
+# per clause: a statement naming what lies just beyond the queries' own names — an enclosing
+# query's column; for RETURNING, its target's alias — and one naming what lies within
+REACH_PROBES = {
+    "where_clause": (
+        _OUTER.format("WHERE total > employees.id"),
+        _OUTER.format("WHERE total > 1"),
+    ),
+    "having_clause": (
+        _OUTER.format("GROUP BY employee_id HAVING count(*) > employees.id"),
+        _OUTER.format("GROUP BY employee_id HAVING count(*) > 1"),
+    ),
+    "group_by_clause": (_OUTER.format("GROUP BY employees.dept"), _OUTER.format("GROUP BY total")),
+    "order_by_clause": (_OUTER.format("ORDER BY employees.id"), _OUTER.format("ORDER BY total")),
+    "limit_clause": (_OUTER.format("LIMIT employees.id"), _OUTER.format("LIMIT 2")),
+    "returning_clause": (
+        "DELETE FROM orders AS o RETURNING o.id;",
+        "DELETE FROM orders AS o RETURNING orders.id;",
+    ),
+}
+
+
+@pytest.mark.parametrize("label", sorted(CLAUSE_REACH))
+def test_each_clauses_reach_is_sqlites_for_gamma_and_the_checker(label: str) -> None:
+    """The table both Γ and the checker read says which clauses reach enclosing queries; each
+    row is what SQLite does, and both follow it (the GROUP BY / ORDER BY rule was once the
+    checker's alone)."""
+    beyond, within = REACH_PROBES[label]
+    guide = _guide("admin")
+    reaches_out = CLAUSE_REACH[label] is Reach.ENCLOSING
+    assert (_prepares(beyond) is None) == reaches_out, beyond
+    assert _accepts(guide, beyond) == reaches_out, beyond
+    assert (not guide.check(beyond)) == reaches_out, beyond
+    assert _prepares(within) is None and _accepts(guide, within) and not guide.check(within)
 
 
 # -- writes: the target is the block's binding, and a table the role may write

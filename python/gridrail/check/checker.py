@@ -59,6 +59,7 @@ from gridrail.check.scopes import ROWID_KEYS, Cte, Lookup, Scope, Source
 from gridrail.errors import PolicyError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.tree import Token, Tree, parse_tree
+from gridrail.policy.binding import CLAUSE_REACH, Reach
 from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
@@ -245,7 +246,20 @@ class _Binder:
             (name,) = node.terminals("TABLE_NAME")
             key, shown, _ = self.source_name(name, None)
             own = replace(target, key=key, name=shown)
-            self.result_columns(clause, Scope(None, ChainMap(), [own]))
+            self.result_columns(clause, self.reach(clause, Scope(None, ChainMap(), [own])))
+
+    @staticmethod
+    def reach(clause: Tree, scope: Scope, parent: Tree | None = None) -> Scope:
+        """The names `clause` binds against (`policy.binding`: the one table Γ reads too),
+        from `scope`, its query's (for RETURNING, the write's target alone); the terms of
+        GROUP BY's expression list take GROUP BY's reach (`parent`)."""
+        label = clause.label if clause.label in CLAUSE_REACH or parent is None else parent.label
+        reach = CLAUSE_REACH[label]
+        if reach is Reach.OWN:
+            return scope.local()
+        if reach is Reach.NONE:
+            return Scope(None, scope.ctes)
+        return scope
 
     # -- SELECT
 
@@ -271,8 +285,8 @@ class _Binder:
         elif order_by is not None:
             self.compound_order_by(order_by, cores)
         limit = node.child("limit_clause")
-        if limit is not None:  # SQLite binds no column name in LIMIT / OFFSET
-            self.expression(limit, Scope(None, ctes))
+        if limit is not None:
+            self.expression(limit, self.reach(limit, Scope(None, ctes)))
         return cores[0][1]
 
     def with_clause(self, node: Tree | None, ctes: ChainMap) -> ChainMap:
@@ -363,7 +377,7 @@ class _Binder:
             self.expression(where, scope)
         group_by = core.child("group_by_clause")
         for clause in () if group_by is None else group_by.trees():
-            self.expression(clause, scope if clause.label == "having_clause" else scope.local())
+            self.expression(clause, self.reach(clause, scope, group_by))
         return scope, columns
 
     def result_columns(self, node: Tree, scope: Scope) -> tuple[Columns | None, Columns]:
@@ -425,7 +439,7 @@ class _Binder:
         for term in node.trees("ordering_term"):
             expr = term.trees()[0]
             if self.bare_name(expr) not in scope.aliases:
-                self.expression(expr, scope.local())
+                self.expression(expr, self.reach(node, scope))
 
     def compound_order_by(self, node: Tree, cores: list[tuple[Scope, Columns | None]]) -> None:
         """ORDER BY of a compound names result columns: a bare name of any core's result, or
@@ -435,7 +449,7 @@ class _Binder:
             key = self.bare_name(expr)
             if key is not None and any(c is None or key in c for _, c in cores):
                 continue
-            attempts = [self.trial(expr, scope.local()) for scope, _ in cores]
+            attempts = [self.trial(expr, self.reach(node, scope)) for scope, _ in cores]
             bound = [found for found in attempts if not any(v.kind in _UNBOUND for v in found)]
             self.violations += (bound or attempts)[0]
 

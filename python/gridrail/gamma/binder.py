@@ -63,6 +63,7 @@ from gridrail.grammar.lalr import ACCEPT
 from gridrail.lru import BoundedLRU
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.parse.stack import StackNode
+from gridrail.policy.binding import CLAUSE_REACH, Reach
 from gridrail.policy.lexicon import DECLARED_BY
 
 # The grammar's rule and alias names the binder acts on (checked against the grammar).
@@ -101,7 +102,7 @@ LABELS = (
 QUALIFIER, COLUMN_NAME, TABLE_NAME = "QUALIFIER", "COLUMN_NAME", "TABLE_NAME"
 TABLE_ALIAS, COLUMN_ALIAS, CTE_NAME = "TABLE_ALIAS", "COLUMN_ALIAS", "CTE_NAME"
 WRITES = ("insert_stmt", "update_stmt", "delete_stmt")
-WRITE_CLAUSES = ("set", "where", "returning")  # where a write's names start to bind
+WRITE_CLAUSES = ("set", "where_clause", "returning_clause")  # where a write's names bind
 # Joins that merge columns by name (NATURAL, USING): L_Γ has none in a SELECT block — which
 # names they merge, and when SQLite finds them ambiguous, is left to a later part.
 MERGING_JOINS = ("NATURAL", "USING")
@@ -304,7 +305,7 @@ class Binder:
         self, kernels: tuple, rhs: tuple[tuple[str, ...], ...]
     ) -> tuple[dict[int, str], dict[int, str]]:
         """Per LR state reached by a shift: the block event it starts ("select", "from", "on",
-        "order", "limit", "with", "where", "set", "returning"), and the name slot it fills
+        "with", "values", "set", or a clause of `CLAUSE_REACH`), and the name slot it fills
         ("qualifier", "column", "qualified column", "table", "alias", "target", "target
         column")."""
         opens: dict[int, str] = {}
@@ -313,14 +314,9 @@ class Binder:
             "select_core": "select",
             "from_clause": "from",
             "on": "on",
-            "order_by_clause": "order",
-            "group_by_clause": "group",
-            "having_clause": "having",
-            "limit_clause": "limit",
             "with_clause": "with",
             "values_clause": "values",
-            "where_clause": "where",
-            "returning_clause": "returning",
+            **{label: label for label in CLAUSE_REACH},  # their events are their rules' names
         }
         for state, items in enumerate(kernels):
             for production, dot in items:
@@ -717,26 +713,19 @@ class Binder:
             return Block(Phase.COLUMNS, block)
         if event == "with":
             return Block(Phase.WITH, block, depth=below.depth)
-        if event in ("limit", "values"):
+        if event == "values":
             return Block(Phase.NO_NAMES, block)
+        reach = CLAUSE_REACH.get(event)  # the clauses whose reach SQLite's rules set
         if inner is not None and inner.target is not None and event in WRITE_CLAUSES:
-            # RETURNING sees the target under its table name (`target`), its alias does not
-            bindings = (inner.target,) if event == "returning" else inner.bindings
+            # a write's target: under its alias, and under its table name only for RETURNING
+            bindings = (inner.target,) if reach is Reach.TARGET else inner.bindings
             return _replace_inner(block, replace(inner, phase=Phase.AFTER, bindings=bindings))
-        if event == "order":
-            result = _nearest_result(values)
-            if result is None:  # a window's ORDER BY: names as in the block around it
-                return Block(Phase.WITH, block, depth=-1)
-            if result.core is None:
-                columns = columns_by_key(result.columns if result else (), self._catalog_key)
-                return Block(Phase.RESULT, block, result=columns, local=True)
-            return _own_names(result.core, block)
-        if event == "group":  # its terms see the block's own names only, until HAVING
-            if inner is None or inner.phase is not Phase.AFTER:
-                return block
-            return _own_names(inner, block)
-        if event == "having":  # names as in WHERE: the block that GROUP BY narrowed
+        if reach is Reach.NONE:
+            return Block(Phase.NO_NAMES, block)
+        if reach is Reach.ENCLOSING:  # HAVING: the block GROUP BY narrowed reaches out again
             return block.outer if block is not None and block.local else block
+        if reach is Reach.OWN:
+            return self._own(event, inner, block, values)
         if inner is None or inner.phase not in (Phase.COLUMNS, Phase.FROM):
             return block  # an UPDATE's FROM, or ON outside a SELECT block
         if event == "from" and inner.phase is Phase.COLUMNS:
@@ -749,6 +738,23 @@ class Binder:
         if event == "on" and inner.phase is Phase.FROM:
             return _replace_inner(block, replace(inner, phase=Phase.ON))
         return block
+
+    def _own(
+        self, event: str, inner: Block | None, block: Block | None, values: Cell
+    ) -> Block | None:
+        """Γ as a GROUP BY or ORDER BY opens (`Reach.OWN`): its query's names only — a
+        compound's ORDER BY its result's names; a window's ORDER BY is no query's clause."""
+        if event == "group_by_clause":
+            if inner is None or inner.phase is not Phase.AFTER:
+                return block
+            return _own_names(inner, block)
+        result = _nearest_result(values)
+        if result is None:  # a window's ORDER BY: names as in the block around it
+            return Block(Phase.WITH, block, depth=-1)
+        if result.core is None:
+            columns = columns_by_key(result.columns, self._catalog_key)
+            return Block(Phase.RESULT, block, result=columns, local=True)
+        return _own_names(result.core, block)
 
     def _reduce(
         self,
