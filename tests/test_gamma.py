@@ -49,7 +49,7 @@ def _guide(role: str = "auditor", tokenizer: str = "gpt2") -> gr.Guide:
 
 
 @cache
-def _editor() -> gr.Guide:
+def _editor(tokenizer: str = "gpt2") -> gr.Guide:
     """A writer with a column rule: the example's policy and an `editor` who may change
     employees and orders but never sees a salary (Γ, declared names spelled)."""
     text = HR_POLICY.read_text() + (
@@ -59,7 +59,7 @@ def _editor() -> gr.Guide:
     )
     return gr.compile(
         gr.Grammar.bundled("sqlite"),
-        _vocab(),
+        _vocab(tokenizer),
         schema=gr.Schema.from_sqlite(HR_DB),
         policy=gr.Policy.from_text(text),
         role="editor",
@@ -385,6 +385,9 @@ def test_writes_are_capabilities_at_the_mask() -> None:
         (editor, "DELETE FROM employees WHERE salary > 1;", "column_not_visible"),
         (editor, "DELETE FROM employees RETURNING *;", "column_not_visible"),
         (editor, "INSERT INTO employees (id, salary) VALUES (1, 2);", "column_not_visible"),
+        # without a column list an INSERT writes every column
+        (editor, "INSERT INTO employees VALUES (1, 'x', 'd', 2, 3);", "column_not_visible"),
+        (editor, "INSERT INTO employees SELECT * FROM employees;", "column_not_visible"),
     ]
     for guide, sql, kind in refused:
         assert kind in {v.kind for v in guide.check(sql)}, sql
@@ -392,6 +395,22 @@ def test_writes_are_capabilities_at_the_mask() -> None:
     assert _accepts(clerk, "UPDATE orders SET total = 1;")
     assert _accepts(editor, "DELETE FROM employees WHERE dept = 'x' RETURNING name;")
     assert _accepts(editor, "DELETE FROM orders RETURNING *;")
+    assert _accepts(editor, "INSERT INTO orders VALUES (1, 2, 3, 'x');")
+    assert _accepts(editor, "INSERT INTO employees (id, name) VALUES (1, 'x');")
+    assert _accepts(editor, "INSERT INTO employees DEFAULT VALUES;")
+
+
+@pytest.mark.parametrize("budget", [14, 16, 24])
+def test_the_reserve_writes_a_column_list_where_rows_need_one(budget: int) -> None:
+    """After `INSERT INTO employees` the editor (who may not see a salary) must list columns:
+    the grammar's shortest completion (rows without a list) is refused, the repair writes one."""
+    guide = _editor()
+    matcher = guide.matcher(max_tokens=budget)
+    assert matcher.accept_tokens(guide.trie.tokenize(b"INSERT INTO employees"))
+    completion = matcher.completion()
+    assert matcher.accept_tokens(completion, "reserve")
+    sql = b"".join(guide.vocab.token_bytes(t) or b"" for t in completion[:-1]).decode()
+    assert sql.lstrip().startswith(("(", "DEFAULT")), sql
 
 
 def test_an_update_has_no_from_under_gamma() -> None:
@@ -431,7 +450,7 @@ def _walk(guide: gr.Guide, rng: random.Random, budget: int, spec_every: int = 0)
 def _walks(role: str, tokenizer: str, count: int, spec_every: int) -> None:
     """`count` walks of `role`: every statement, a write's too, binds every name (SQLite
     prepares it without a name error)."""
-    guide = _editor() if role == "editor" else _guide(role, tokenizer)
+    guide = _editor(tokenizer) if role == "editor" else _guide(role, tokenizer)
     rng = random.Random(f"{role}/{tokenizer}")
     for _ in range(count):
         sql = _walk(guide, rng, rng.choice([24, 40, 64]), spec_every)
@@ -454,7 +473,7 @@ def test_a_writers_walks_end_bind_and_fast_equals_spec(role: str) -> None:
 @pytest.mark.long
 @pytest.mark.parametrize("tokenizer", TOKENIZERS)
 def test_walks_bind_every_name_and_fast_equals_spec_long(tokenizer: str) -> None:
-    for role in (*READERS, "clerk", "admin"):
+    for role in (*READERS, "clerk", "admin", "editor"):
         _walks(role, tokenizer, long_size(60, 3), long_size(5, 12))
 
 

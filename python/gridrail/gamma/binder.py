@@ -276,7 +276,15 @@ class Binder:
         # FROM: an UPDATE's is refused (its SET values could not be bound before its items)
         self._from = {self._index[n] for n in ("FROM",) if n in self._index}
         self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
-        slot_bits = sum(1 << t for t in self._restricted | self._merging | self._stars | self._from)
+        self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
+        self._writes = {self.rules.catalog_key(name): name for name in names.writes}
+        # an INSERT's rows without a column list write every column: where a writable table
+        # has one the role may not see, the keywords that start them may be refused
+        hidden = any(not seen for key in self._writes for _, seen in self._tables[key][1])
+        starts = ("SELECT", "VALUES", "WITH") if hidden else ()
+        self._source_starts = {self._index[n] for n in starts if n in self._index}
+        refusable = self._merging | self._stars | self._from | self._source_starts
+        slot_bits = sum(1 << t for t in self._restricted | refusable)
         every = (1 << len(self._names)) - 1
         layout = [
             (w := compiled.winner(accept, every)) >= 0 and bool((self._ignored >> w) & 1)
@@ -287,8 +295,6 @@ class Binder:
             scanner.kernel_table,
         )  # fmt: skip
         self._prefixes: BoundedLRU[frozenset[bytes]] = BoundedLRU(4096, 1 << 30)
-        self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
-        self._writes = {self.rules.catalog_key(name): name for name in names.writes}
         self._table_columns: dict[str, dict[str, Column]] = {}
         self._candidates: BoundedLRU[Slot] = BoundedLRU(4096, 1 << 30)
         self._catalog: Catalog | None = None
@@ -463,7 +469,7 @@ class Binder:
         if terminal in self._merging and self._in_from(block):
             return None
         event = self._opens.get(move)
-        if self._refused_event(event, block):
+        if self._refused_event(event, block, values):
             return None
         pushed = node.push(move, terminal)
         values = Cell(Token(self._names[terminal], text), values)
@@ -803,9 +809,7 @@ class Binder:
             key = self._key(qualifier, QUALIFIER) if qualifier else None
             item = ResultItem(None, None, True, key)
             obligations = inner.obligations
-            if inner.target is not None and not all(
-                c.visible for c in inner.target.columns.values()
-            ):
+            if inner.target is not None and not _all_visible(inner.target):
                 raise _Refused  # RETURNING *: it reads every column of the target
             if inner.phase is Phase.COLUMNS:
                 # `*` / `q.*`: q in this FROM, and every column the star reads visible
@@ -1078,7 +1082,7 @@ class Binder:
         if found is None:
             return _REFUSED
         node, values, block, move = found
-        if self._refused_event(self._opens.get(move), block):
+        if self._refused_event(self._opens.get(move), block, values):
             return _REFUSED  # as `_shift` refuses it
         if terminal in self._merging and self._in_from(block):
             return _REFUSED
@@ -1099,13 +1103,24 @@ class Binder:
         inner = innermost(block)
         return inner is not None and inner.phase in (Phase.FROM, Phase.ON)
 
-    def _refused_event(self, event: str | None, block: Block | None) -> bool:
+    def _refused_event(self, event: str | None, block: Block | None, values: Cell | None) -> bool:
         """Is the clause a shift would start refused: a `(` opening a FROM item where
-        `_no_item_paren` says so, or an UPDATE's FROM (L_Γ has none: module docstring)?"""
+        `_no_item_paren` says so, an UPDATE's FROM (L_Γ has none: module docstring), or an
+        INSERT's rows right after a target with a column the role may not see (without a
+        column list they write every column)?"""
         if event == "item paren":
             return self._no_item_paren(block)
         inner = innermost(block)
-        return event == "from" and inner is not None and inner.target is not None
+        if inner is None or inner.target is None:
+            return False
+        if event == "from":
+            return True
+        return (
+            event in ("select", "values", "with")
+            and inner.phase is Phase.TARGET
+            and _written_last(values, TABLE_NAME)
+            and not _all_visible(inner.target)
+        )
 
     def _alive(
         self, node: StackNode, values: Cell | None, block: Block | None, look: int = 0
@@ -1197,8 +1212,13 @@ class Binder:
         """Text that, written at `state`'s boundary inside a FROM clause, lets its block go on:
         an alias for the item just written (whose own name another item has, or under which
         it leaves an obligation), else the items of a plan that discharges the obligations
-        (joined with a comma, or JOIN)."""
+        (joined with a comma, or JOIN). After an INSERT's target: a column list of one column
+        the role may see (DEFAULT VALUES if none), where rows without one are refused."""
         inner = innermost(state.block)
+        if inner is not None and inner.phase is Phase.TARGET:  # an INSERT's column list
+            visible = {k: c.name for k, c in inner.target.columns.items() if c.visible}  # type: ignore[union-attr]
+            column = min(self._lexemes(visible, self._index[COLUMN_NAME]), key=len, default=None)
+            yield b" DEFAULT VALUES" if column is None else b" (" + column + b")"
         if inner is None or inner.phase not in (Phase.FROM, Phase.ON):
             return
         catalog = self.catalog(inner)
@@ -1471,6 +1491,16 @@ def _nearest_result(values: Cell | None) -> _Result | None:
     """The result of the select an ORDER BY follows: the value just below the ORDER keyword."""
     cell = values.tail if values is not None else None
     return cell.head if cell is not None and isinstance(cell.head, _Result) else None
+
+
+def _written_last(values: Cell | None, terminal: str) -> bool:
+    """Is the last symbol read a lexeme of `terminal`?"""
+    head = values.head if values is not None else None
+    return isinstance(head, Token) and head.terminal == terminal
+
+
+def _all_visible(binding: Binding) -> bool:
+    return all(column.visible for column in binding.columns.values())
 
 
 def _full(inner: Block) -> bool:
