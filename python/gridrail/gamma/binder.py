@@ -347,9 +347,8 @@ class Binder:
                 if label == "update_stmt" and written == "SET":
                     opens[state] = "set"
                 origin = self._origins[production] if production < len(self._origins) else ""
-                if written == COLUMN_NAME and "column_name_list" in (label, origin):
-                    slots[state] = "target column"
-                if written == COLUMN_NAME and label == "assignment":
+                listed = label == "assignment" or "column_name_list" in (label, origin)
+                if written == COLUMN_NAME and listed:  # SET's, or INSERT's column list
                     slots[state] = "target column"
         return opens, slots
 
@@ -529,7 +528,7 @@ class Binder:
         table = None
         if slot in ("table", "alias"):
             if inner is None or inner.phase is not Phase.FROM:
-                return None  # an UPDATE's or DELETE's target, an UPDATE's FROM
+                return None  # a write target's alias: any name
             if slot == "alias":
                 table = self._aliased_table(values)
                 if table is None:  # a subquery's alias: any name no other item has
@@ -733,7 +732,7 @@ class Binder:
         if reach is Reach.OWN:
             return self._own(event, inner, block, values)
         if inner is None or inner.phase not in (Phase.COLUMNS, Phase.FROM):
-            return block  # an UPDATE's FROM, or ON outside a SELECT block
+            return block  # ON outside a SELECT block
         if event == "from" and inner.phase is Phase.COLUMNS:
             aliases = frozenset(
                 item.alias
