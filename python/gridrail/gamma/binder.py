@@ -274,7 +274,8 @@ class Binder:
         # `*`: a star's reduction is refused where it would read a column the role may not see
         self._stars = {self._index[n] for n in ("STAR", "__ANON_STAR") if n in self._index}
         # FROM: an UPDATE's is refused (its SET values could not be bound before its items)
-        self._from = {self._index[n] for n in ("FROM",) if n in self._index}
+        updates = "update_stmt" not in missing
+        self._from = {self._index[n] for n in ("FROM",) if n in self._index and updates}
         self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
         self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
         self._writes = {self.rules.catalog_key(name): name for name in names.writes}
