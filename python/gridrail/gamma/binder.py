@@ -1288,7 +1288,6 @@ class Binder:
         """The pending bytes extended to the shortest lexeme of a terminal Γ does not judge
         here (a breadth-first walk of the scanner through states still live for V)."""
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
-        # where Γ leaves names open, a widened terminal still spells only the role's words
         judged = sum(1 << t for t in self._restricted)
         seen = {scan_state}
         queue: deque[tuple[int, bytes]] = deque([(scan_state, b"")])
