@@ -40,7 +40,9 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> gridrail_sglang.Gridrai
     specs = tmp_path_factory.mktemp("specs") / "specs.toml"
     specs.write_text(
         f'[specs.hr-analyst]\ndb = "{EXAMPLES / "hr.sqlite"}"\n'
-        f'policy = "{EXAMPLES / "hr_policy.toml"}"\nrole = "analyst"\n',
+        f'policy = "{EXAMPLES / "hr_policy.toml"}"\nrole = "analyst"\n\n'
+        f'[specs.hr-clerk]\ndb = "{EXAMPLES / "hr.sqlite"}"\n'
+        f'policy = "{EXAMPLES / "hr_policy.toml"}"\nrole = "clerk"\nmax_tokens = 40\n',
         encoding="utf-8",
     )
     tokenizer = PreTrainedTokenizerFast(
@@ -102,6 +104,34 @@ def test_each_step_is_the_matchers_mask(backend) -> None:
             fresh = _grammar(backend)
             fresh.accept_token(next(iter(set(range(VOCAB_SIZE)) - set(
                 reference_guide.matcher().allowed().ids()))))  # fmt: skip
+
+
+def test_a_budget_is_kept_without_refusing_a_sampled_token(backend) -> None:
+    """The clerk's spec has a budget of 40 tokens. SGLang samples from the batch's masks, so a
+    token of the mask is never refused (`accept_token` raised on most walks before); once a
+    row's shortest completion just fits, its mask is that completion's next token. A walk ends
+    within 40 tokens unless one sampled token lengthened the completion past what was left."""
+    rng = random.Random(5)
+    grammars = [_grammar(backend, "gridrail:hr-clerk") for _ in range(4)]
+    mask = grammars[0].allocate_vocab_mask(VOCAB_SIZE, len(grammars), "cpu")
+    endings: list[list[int]] = [[] for _ in grammars]
+    overrun = [False] * len(grammars)
+    while live := [n for n, g in enumerate(grammars) if not g.is_terminated()]:
+        type(grammars[0]).reset_vocab_mask(mask)
+        rows = [GrammarRow(n, grammars[n]) for n in live]
+        type(grammars[0]).fill_vocab_mask_batched(rows, mask)
+        for n in live:
+            matcher, allowed = grammars[n].matcher, _unpack(mask, n)
+            if not endings[n] and matcher.num_accepted + len(matcher.completion()) >= 40:
+                endings[n] = matcher.completion()  # the trigger: followed token by token
+            if endings[n]:
+                assert allowed == {endings[n].pop(0)}
+            eos = backend.vocab.eos_token_id
+            grammars[n].accept_token(rng.choice(sorted(allowed - {eos}) or [eos]))
+            if not grammars[n].is_terminated():
+                overrun[n] |= matcher.num_accepted + len(matcher.completion()) > 40
+    for grammar, over in zip(grammars, overrun, strict=True):
+        assert grammar.matcher.num_accepted <= 40 or over
 
 
 def test_copies_are_independent_and_jump_forward_offers_forced_tokens(backend) -> None:

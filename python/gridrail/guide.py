@@ -355,6 +355,17 @@ class Guide:
             return "gamma"
         return "open"
 
+    def check_budget(self, max_tokens: int) -> None:
+        """UsageError unless a generation of `max_tokens` tokens can hold a sentence (the
+        reserve at the start: the shortest sentence and EOS)."""
+        initial = None if self.binder is None else self.binder.initial
+        reserve = len(self.completion(self.oracle.initial, initial))
+        if max_tokens < reserve:
+            raise UsageError(
+                f"max_tokens={max_tokens} is below the reserve: the shortest sentence of this "
+                f"grammar takes {reserve} tokens (EOS included) in this vocabulary"
+            )
+
     def completion(self, cfg: Configuration, gamma: GammaState | None = None) -> list[int]:
         """Tokens of a shortest legal completion at `cfg`, ending with EOS (Proposition 9's
         Write(shortest completion + EOS)); its length is the token-denominated reserve. With Γ,
@@ -540,12 +551,7 @@ class Matcher:
         self._tokens: list[int] = []  # accepted ids, one per history entry after the first
         self._terminated = False
         if max_tokens is not None:
-            reserve = len(guide.completion(guide.oracle.initial, self._gamma_at(0)))
-            if max_tokens < reserve:
-                raise UsageError(
-                    f"max_tokens={max_tokens} is below the reserve: the shortest sentence of this "
-                    f"grammar takes {reserve} tokens (EOS included) in this vocabulary"
-                )
+            guide.check_budget(max_tokens)
 
     @property
     def num_accepted(self) -> int:

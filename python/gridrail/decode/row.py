@@ -20,12 +20,57 @@ from gridrail.audit import AuditLog
 from gridrail.decode.logits import allowed_array
 from gridrail.decode.loop import Generation, text_of
 from gridrail.errors import GridrailError
-from gridrail.guide import Guide
+from gridrail.guide import Guide, Matcher
+from gridrail.mask.bitmask import TokenSet, bitmask_array
 
 
 class UnmaskedTokenError(GridrailError):
     """The host sampled a token outside the mask this processor gave it (another processor or a
     sampling option changed the logits after ours, or the processor saw the wrong sequence)."""
+
+
+class BudgetTrigger:
+    """The budget of a host that samples on its own: once the shortest legal completion just
+    fits what is left of `max_tokens`, the mask is its next token until it is written. The
+    completion is computed once and followed: one recomputed after each of its tokens can be
+    another, longer one."""
+
+    def __init__(self, max_tokens: int | None):
+        self.max_tokens = max_tokens
+        self._writing: list[int] = []  # the rest of the completion being written
+
+    def forced(self, matcher: Matcher) -> int | None:
+        """The token the trigger writes next at `matcher`, or None (the mask is the matcher's)."""
+        if self.max_tokens is None or matcher.is_terminated():
+            return None
+        if not self._writing:
+            ending = matcher.completion()
+            if matcher.num_accepted + len(ending) >= self.max_tokens:
+                self._writing = ending
+        return self._writing[0] if self._writing else None
+
+    def fill(self, matcher: Matcher, bitmask: object, row: int) -> bool:
+        """Write the forced token alone into row `row` of an int32 bitmask (as
+        `Matcher.fill_bitmask` takes it) if the trigger writes one: whether it did."""
+        forced = self.forced(matcher)
+        if forced is None:
+            return False
+        only = TokenSet(matcher.guide.vocab.size)
+        only.add(forced)
+        only.write_row(bitmask_array(bitmask, only.vocab_size), row)
+        return True
+
+    def writes(self, token: int) -> bool:
+        """Is `token` the one the trigger is writing next?"""
+        return bool(self._writing) and token == self._writing[0]
+
+    def accepted(self, token: int) -> None:
+        """Note that `token` was accepted: the rest of the completion, or none if it left it."""
+        self._writing = self._writing[1:] if self.writes(token) else []
+
+    def reset(self) -> None:
+        """Forget the completion being written (after a rollback: computed again)."""
+        self._writing = []
 
 
 class GuardedRow:
@@ -35,7 +80,7 @@ class GuardedRow:
         self.guide = guide
         self.max_tokens = max_tokens
         self.matcher = guide.matcher(audit=audit)
-        self._writing: list[int] = []  # the rest of a completion the trigger is writing
+        self.trigger = BudgetTrigger(max_tokens)
         self._wrote_reserve = False
 
     @property
@@ -50,7 +95,7 @@ class GuardedRow:
             if matcher.is_terminated():
                 return
             token = int(token)
-            writing = bool(self._writing) and token == self._writing[0]
+            writing = self.trigger.writes(token)
             if not matcher.accept_tokens([token], "reserve" if writing else "sampled"):
                 raise UnmaskedTokenError(
                     f"token {token} at position {matcher.num_accepted} is outside the mask "
@@ -58,7 +103,7 @@ class GuardedRow:
                     "processor"
                 )
             self._wrote_reserve |= writing
-            self._writing = self._writing[1:] if writing else []
+            self.trigger.accepted(token)
 
     def unseen(self, prompt_length: int) -> slice:
         """Where, in a host's whole sequence (prompt included), the tokens not yet observed
@@ -67,14 +112,8 @@ class GuardedRow:
         return slice(prompt_length + self.matcher.num_accepted, None)
 
     def forced(self) -> int | None:
-        """The token the budget trigger writes next, or None when the mask is the matcher's.
-        The trigger starts once the shortest legal completion just fits the remaining budget."""
-        matcher = self.matcher
-        if not matcher.is_terminated() and self.max_tokens is not None and not self._writing:
-            ending = matcher.completion()
-            if matcher.num_accepted + len(ending) >= self.max_tokens:
-                self._writing = ending  # from here on, write the shortest ending
-        return self._writing[0] if self._writing else None
+        """The token the budget trigger writes next, or None when the mask is the matcher's."""
+        return self.trigger.forced(self.matcher)
 
     def allowed(self, width: int) -> np.ndarray:
         """The boolean mask over `width` logits for the next token."""

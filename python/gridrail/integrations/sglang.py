@@ -30,6 +30,7 @@ from sglang.srt.constrained.base_grammar_backend import (
 
 from gridrail.batch import fill_next_token_bitmask
 from gridrail.decode.hf import apply_token_bitmask
+from gridrail.decode.row import BudgetTrigger
 from gridrail.guide import Matcher
 from gridrail.integrations.specs import SpecError, SpecRegistry
 from gridrail.vocab import Vocabulary
@@ -40,20 +41,23 @@ BACKEND_NAME = "gridrail"
 class GridrailGrammar(BaseGrammarObject):
     """One request's matcher, as an SGLang grammar object."""
 
-    def __init__(self, matcher: Matcher):
+    def __init__(self, matcher: Matcher, trigger: BudgetTrigger | None = None):
         super().__init__()
-        self.matcher = matcher
+        self.matcher = matcher  # without a budget: a token of the mask is never refused
+        self.trigger = trigger or BudgetTrigger(None)  # the spec's budget, as vLLM's
 
     def accept_token(self, token: int) -> None:
         if self.finished:
             return
         if not self.matcher.accept_tokens([token]):
             raise ValueError(f"token {token} is outside gridrail's mask at this step")
+        self.trigger.accepted(token)
         self.finished = self.matcher.is_terminated()
 
     def rollback(self, k: int) -> None:
         if k > 0:
             self.matcher.rollback(k)
+            self.trigger.reset()
             self.finished = self.matcher.is_terminated()
 
     def is_terminated(self) -> bool:
@@ -63,14 +67,18 @@ class GridrailGrammar(BaseGrammarObject):
         return torch.full((batch_size, math.ceil(vocab_size / 32)), -1, dtype=torch.int32)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
-        self.matcher.fill_bitmask(vocab_mask, idx)
+        if not self.trigger.fill(self.matcher, vocab_mask, idx):
+            self.matcher.fill_bitmask(vocab_mask, idx)
 
     @staticmethod
     def fill_vocab_mask_batched(entries: list[GrammarRow], vocab_mask: torch.Tensor) -> None:
         """The batch's rows in one call when every grammar is gridrail's."""
         if all(isinstance(e.grammar, GridrailGrammar) for e in entries):
-            matchers = [e.grammar.matcher for e in entries]  # type: ignore[attr-defined]
+            grammars: list[GridrailGrammar] = [e.grammar for e in entries]  # type: ignore[misc]
+            matchers = [g.matcher for g in grammars]
             fill_next_token_bitmask(matchers, vocab_mask, [e.row for e in entries])
+            for grammar, entry in zip(grammars, entries, strict=True):
+                grammar.trigger.fill(grammar.matcher, vocab_mask, entry.row)  # over its row
             return
         BaseGrammarObject.fill_vocab_mask_batched(entries, vocab_mask)
 
@@ -88,9 +96,9 @@ class GridrailGrammar(BaseGrammarObject):
 
     def copy(self) -> GridrailGrammar:
         guide = self.matcher.guide
-        twin = guide.matcher(max_tokens=self.matcher.max_tokens)
+        twin = guide.matcher()
         twin.accept_tokens(self.matcher.accepted_tokens())
-        copied = GridrailGrammar(twin)
+        copied = GridrailGrammar(twin, BudgetTrigger(self.trigger.max_tokens))
         copied.finished = self.finished
         return copied
 
@@ -129,7 +137,9 @@ class GridrailBackend(BaseGrammarBackend):
             guide = self.specs.guide(spec, self.vocab)
         except SpecError as exc:
             return InvalidGrammarObject(str(exc))
-        return GridrailGrammar(guide.matcher(max_tokens=spec.max_tokens))
+        if spec.max_tokens is not None:
+            guide.check_budget(spec.max_tokens)
+        return GridrailGrammar(guide.matcher(), BudgetTrigger(spec.max_tokens))
 
 
 def register() -> None:

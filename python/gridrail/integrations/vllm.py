@@ -3,8 +3,11 @@
 `GridrailBackend` and `GridrailGrammar` implement vLLM's `StructuredOutputBackend` and
 `StructuredOutputGrammar` over gridrail's matcher: a request's grammar text is `gridrail:NAME`,
 a spec the operator declared (`gridrail.integrations.specs`); the mask of every step is the
-matcher's exact mask, speculative tokens are validated and rolled back exactly, and the budget
-reserve holds where the spec sets `max_tokens`.
+matcher's exact mask, speculative tokens are validated and rolled back exactly. Where the spec
+sets `max_tokens`, vLLM samples on its own, so the budget is kept as under a logits processor
+(`gridrail.decode.row`): once the shortest completion just fits, the mask is its next token; a
+single sampled token can still lengthen the completion past the budget (then vLLM's own
+`max_tokens` cuts the statement).
 
 vLLM chooses its backend by name from a fixed list and offers no backend registry. gridrail is
 made selectable by a vLLM *general plugin* — the entry point `gridrail` of the group
@@ -41,6 +44,7 @@ from vllm.v1.structured_output.backend_types import (
     StructuredOutputOptions,
 )
 
+from gridrail.decode.row import BudgetTrigger
 from gridrail.guide import Matcher
 from gridrail.integrations.specs import PREFIX, SpecError, SpecRegistry
 from gridrail.vocab import Vocabulary
@@ -53,23 +57,31 @@ class GridrailGrammar(StructuredOutputGrammar):
     """One request's matcher, with vLLM's conventions: tokens after the end are ignored, and
     stop tokens other than the end of the sentence stay masked."""
 
-    matcher: Matcher
+    matcher: Matcher  # without a budget: a token of the mask is never refused
     masked_stops: tuple[int, ...] = ()  # the request's stop ids that do not end a sentence
+    trigger: BudgetTrigger = field(default_factory=lambda: BudgetTrigger(None))  # the budget
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         if self.matcher.is_terminated():
             return True
         guide = self.matcher.guide
         end = next((n + 1 for n, t in enumerate(tokens) if guide.is_eos(t)), len(tokens))
-        return self.matcher.accept_tokens(tokens[:end])  # all or nothing, state unchanged
+        if not self.matcher.accept_tokens(tokens[:end]):  # all or nothing, state unchanged
+            return False
+        for token in tokens[:end]:
+            self.trigger.accepted(token)
+        return True
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         return self.matcher.validate_tokens(tokens)
 
     def rollback(self, num_tokens: int) -> None:
         self.matcher.rollback(num_tokens)
+        self.trigger.reset()
 
     def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
+        if self.trigger.fill(self.matcher, bitmask, batch_index):
+            return
         self.matcher.fill_bitmask(bitmask, batch_index)
         if self.masked_stops:
             row = bitmask[batch_index].numpy().view(np.uint32)
@@ -81,6 +93,7 @@ class GridrailGrammar(StructuredOutputGrammar):
 
     def reset(self) -> None:
         self.matcher.reset()
+        self.trigger.reset()
 
 
 @dataclass
@@ -107,7 +120,9 @@ class GridrailBackend(StructuredOutputBackend):
         spec = self.specs.spec(grammar_spec)
         guide = self.specs.guide(spec, self.vocab)
         stops = tuple(sorted(t for t in stop_token_ids or () if not guide.is_eos(t)))
-        return GridrailGrammar(guide.matcher(max_tokens=spec.max_tokens), stops)
+        if spec.max_tokens is not None:
+            guide.check_budget(spec.max_tokens)
+        return GridrailGrammar(guide.matcher(), stops, BudgetTrigger(spec.max_tokens))
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
         return torch.full((max_num_seqs, math.ceil(self.vocab_size / 32)), -1, dtype=torch.int32)
