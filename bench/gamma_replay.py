@@ -25,6 +25,7 @@ import time
 import warnings
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 from host import provenance, report_parser
 
@@ -35,6 +36,19 @@ NAME_KINDS = frozenset(
      "unknown_table", "table_not_writable", "double_quoted_column"}
 )  # fmt: skip
 WRITES = ("insert", "update", "delete", "replace")  # a WITH before one counts as a select
+
+
+def ask_guide(gr: ModuleType, vocab: object, database: Path, declared_names: bool) -> object:
+    """The guide `gridrail ask` compiles over `database` without a policy — the strict
+    generation profile, Γ on — from `gr`, the gridrail being measured (`--root`)."""
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        vocab,
+        schema=gr.Schema.from_sqlite(database),
+        profile=gr.GenerationProfile(),
+        gamma=True,
+        declared_names=declared_names,
+    )
 
 
 def main() -> None:
@@ -67,14 +81,7 @@ def main() -> None:
         db = row["db_id"]
         if db not in guides:
             path = spider / "database" / db / f"{db}.sqlite"
-            guides[db] = gr.compile(
-                gr.Grammar.bundled("sqlite"),
-                vocab,
-                schema=gr.Schema.from_sqlite(path),
-                profile=gr.GenerationProfile(),
-                gamma=True,
-                declared_names=args.declared_names,
-            )
+            guides[db] = ask_guide(gr, vocab, path, args.declared_names)
         guide = guides[db]
         for sql in row["arms"]["constrained+candidates"]["candidate_sql"][: args.candidates]:
             matcher = guide.matcher()

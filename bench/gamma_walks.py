@@ -21,6 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
+from gamma_replay import ask_guide
 from host import provenance, report_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,14 +54,7 @@ def main() -> None:
     rows = []
     for db in args.databases:
         path = assets_root() / "data" / "spider" / "database" / db / f"{db}.sqlite"
-        guide = gr.compile(
-            gr.Grammar.bundled("sqlite"),
-            vocab,
-            schema=gr.Schema.from_sqlite(path),
-            profile=gr.GenerationProfile(),
-            gamma=True,
-            declared_names=args.declared_names,
-        )
+        guide = ask_guide(gr, vocab, path, args.declared_names)
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         stuck = writes = named = 0
         for seed in range(args.walks):
