@@ -279,6 +279,7 @@ class Binder:
         self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
         self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
         self._writes = {self.rules.catalog_key(name): name for name in names.writes}
+        self._target_slot = Slot(dict(self._writes))
         # an INSERT's rows without a column list write every column: where a writable table
         # has one the role may not see, the keywords that start them may be refused
         hidden = any(not seen for key in self._writes for _, seen in self._tables[key][1])
@@ -497,10 +498,8 @@ class Binder:
         return _replace_inner(block, replace(inner, obligations=grown))
 
     def _qualifier_before(self, values: Cell | None) -> str | None:
-        token = values.head if values is not None else None
-        if not isinstance(token, Token) or token.terminal != QUALIFIER:
-            return None
-        return self._key(token.text, QUALIFIER)
+        token = _last_token(values, QUALIFIER)
+        return None if token is None else self._key(token.text, QUALIFIER)
 
     def _key(self, written: str, terminal: str) -> str:
         if terminal == QUALIFIER:
@@ -517,14 +516,13 @@ class Binder:
         if slot == "qualified column" and qualifier is None:
             return None
         if slot == "target":  # a write's: the tables the role may write (never a CTE)
-            return self._candidates.memo(("target",), lambda: Slot(dict(self._writes)))
+            return self._target_slot
         if slot == "target column":  # INSERT's column list, UPDATE's SET: the target's
             if inner is None or inner.target is None:
                 return None  # USING lists
             target = inner.target
             return self._candidates.memo(
-                ("target column", _Same(target)),
-                lambda: Slot({k: c.name for k, c in target.columns.items() if c.visible}),
+                ("target column", _Same(target)), lambda: Slot(_visible_names(target))
             )
         table = None
         if slot in ("table", "alias"):
@@ -1108,6 +1106,8 @@ class Binder:
         `_no_item_paren` says so, an UPDATE's FROM (L_Γ has none: module docstring), or an
         INSERT's rows right after a target with a column the role may not see (without a
         column list they write every column)?"""
+        if event is None:
+            return False
         if event == "item paren":
             return self._no_item_paren(block)
         inner = innermost(block)
@@ -1118,7 +1118,7 @@ class Binder:
         return (
             event in ("select", "values", "with")
             and inner.phase is Phase.TARGET
-            and _written_last(values, TABLE_NAME)
+            and _last_token(values, TABLE_NAME) is not None
             and not _all_visible(inner.target)
         )
 
@@ -1216,7 +1216,7 @@ class Binder:
         the role may see (DEFAULT VALUES if none), where rows without one are refused."""
         inner = innermost(state.block)
         if inner is not None and inner.phase is Phase.TARGET:  # an INSERT's column list
-            visible = {k: c.name for k, c in inner.target.columns.items() if c.visible}  # type: ignore[union-attr]
+            visible = _visible_names(inner.target)  # type: ignore[arg-type]
             column = min(self._lexemes(visible, self._index[COLUMN_NAME]), key=len, default=None)
             yield b" DEFAULT VALUES" if column is None else b" (" + column + b")"
         if inner is None or inner.phase not in (Phase.FROM, Phase.ON):
@@ -1275,13 +1275,12 @@ class Binder:
 
     def _pending_item(self, values: Cell | None) -> tuple[str, str] | None:
         """(table, name) of a FROM item written but not reduced yet: `T` or `T [AS] a`."""
-        head = values.head if values is not None else None
-        if isinstance(head, Token) and head.terminal == TABLE_NAME:
-            key = self._key(head.text, TABLE_NAME)
+        if (named := _last_token(values, TABLE_NAME)) is not None:
+            key = self._key(named.text, TABLE_NAME)
             return key, key
-        if isinstance(head, Token) and head.terminal == TABLE_ALIAS:
+        if (alias := _last_token(values, TABLE_ALIAS)) is not None:
             table = self._aliased_table(values.tail)  # type: ignore[union-attr]
-            return (table, self._key(head.text, TABLE_ALIAS)) if table else None
+            return (table, self._key(alias.text, TABLE_ALIAS)) if table else None
         return None
 
     def _close_unjudged(self, state: GammaState, scan_state: int) -> bytes | None:
@@ -1492,10 +1491,15 @@ def _nearest_result(values: Cell | None) -> _Result | None:
     return cell.head if cell is not None and isinstance(cell.head, _Result) else None
 
 
-def _written_last(values: Cell | None, terminal: str) -> bool:
-    """Is the last symbol read a lexeme of `terminal`?"""
+def _last_token(values: Cell | None, terminal: str) -> Token | None:
+    """The last symbol read, if it is a lexeme of `terminal`."""
     head = values.head if values is not None else None
-    return isinstance(head, Token) and head.terminal == terminal
+    return head if isinstance(head, Token) and head.terminal == terminal else None
+
+
+def _visible_names(binding: Binding) -> dict[str, str]:
+    """Key -> spelling of the binding's columns the role may see."""
+    return {key: column.name for key, column in binding.columns.items() if column.visible}
 
 
 def _all_visible(binding: Binding) -> bool:

@@ -74,11 +74,13 @@ class GridrailGrammar(BaseGrammarObject):
     def fill_vocab_mask_batched(entries: list[GrammarRow], vocab_mask: torch.Tensor) -> None:
         """The batch's rows in one call when every grammar is gridrail's."""
         if all(isinstance(e.grammar, GridrailGrammar) for e in entries):
-            grammars: list[GridrailGrammar] = [e.grammar for e in entries]  # type: ignore[misc]
-            matchers = [g.matcher for g in grammars]
-            fill_next_token_bitmask(matchers, vocab_mask, [e.row for e in entries])
-            for grammar, entry in zip(grammars, entries, strict=True):
-                grammar.trigger.fill(grammar.matcher, vocab_mask, entry.row)  # over its row
+            masked = [  # the rows the budget trigger does not write
+                (e.grammar.matcher, e.row)  # type: ignore[attr-defined]
+                for e in entries
+                if not e.grammar.trigger.fill(e.grammar.matcher, vocab_mask, e.row)  # type: ignore[attr-defined]
+            ]
+            matchers, rows = [m for m, _ in masked], [r for _, r in masked]
+            fill_next_token_bitmask(matchers, vocab_mask, rows)
             return
         BaseGrammarObject.fill_vocab_mask_batched(entries, vocab_mask)
 
