@@ -24,42 +24,54 @@ class CacheStats:
 
 class BoundedLRU(Generic[V]):
     """Evicts least recently used values while over `capacity` entries or `capacity_bytes`;
-    the newest value is always kept, however large."""
+    the newest value is always kept, however large.
+
+    Recency is kept as CLOCK keeps it (second chance): a hit only marks its entry, and eviction
+    passes over a marked entry once, clearing its mark. So a hit takes no lock and moves
+    nothing — one dict read, atomic under the GIL — while storing and evicting hold the lock.
+    A warm decode's every mask is such a hit. The counters are exact under the GIL."""
 
     def __init__(self, capacity: int, capacity_bytes: int):
         self.capacity = capacity
         self.capacity_bytes = capacity_bytes
         self.stats = CacheStats()
-        self._values: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        # key -> [value, declared size, used since it last escaped eviction]
+        self._values: OrderedDict[Hashable, list] = OrderedDict()
         self._lock = threading.Lock()  # the matchers of many requests share one
 
     def get(self, key: Hashable) -> V | None:
-        """The value under `key` (now the most recently used), or None; counted."""
-        with self._lock:
-            found = self._values.get(key)
-            if found is None:
-                self.stats.misses += 1
-                return None
-            self._values.move_to_end(key)
-            self.stats.hits += 1
-            return found[0]
+        """The value under `key` (marked as used), or None; counted."""
+        found = self._values.get(key)
+        if found is None:
+            self.stats.misses += 1
+            return None
+        found[2] = True
+        self.stats.hits += 1
+        return found[0]
 
     def setdefault(self, key: Hashable, value: V, size: int) -> V:
         """The value already under `key`, else `value`, stored with its `size` in bytes (one
         atomic step, so racing writers of one key all get the same stored value)."""
         with self._lock:
-            found = self._values.get(key)
+            values = self._values
+            found = values.get(key)
             if found is not None:
                 return found[0]
-            self._values[key] = (value, size)
+            newest = values[key] = [value, size, False]
             self.stats.bytes += size
-            while len(self._values) > 1 and (
-                len(self._values) > self.capacity or self.stats.bytes > self.capacity_bytes
+            spared = 0  # bounds the pass: hits may mark entries again meanwhile
+            while len(values) > 1 and (
+                len(values) > self.capacity or self.stats.bytes > self.capacity_bytes
             ):
-                _, (_, evicted) = self._values.popitem(last=False)
-                self.stats.bytes -= evicted
+                oldest, cell = values.popitem(last=False)
+                if cell is newest or (cell[2] and spared < len(values)):
+                    cell[2] = False  # kept: to the back of the line, its mark spent
+                    values[oldest] = cell
+                    spared += 1
+                    continue
+                self.stats.bytes -= cell[1]
                 self.stats.evictions += 1
-            self.stats.entries = len(self._values)
+            self.stats.entries = len(values)
             return value
 
     def memo(self, key: Hashable, build: Callable[[], V], size: int = 0) -> V:

@@ -10,6 +10,7 @@ T1 entries (`MaskEntry`) hold a walk in their scanner's numbering; T2 entries
 from __future__ import annotations
 
 import hashlib
+import operator
 import struct
 import sys
 from array import array
@@ -24,15 +25,24 @@ from gridrail.mask.walk import WalkResult
 ENCODING = b"gridrail-walk-v1"  # the payload encoding's tag: bump it when the encoding changes
 CANONICAL_ENCODING = b"gridrail-walk-canonical-v1"  # the same payload, canonical state numbers
 _CLASS = struct.Struct("<IiIiI")  # a CD class in a payload, then its tail framed as `_framed` does
+_TAIL = operator.itemgetter(4)  # a `CDClass`'s tail
 
 
 @dataclass(frozen=True)
 class MaskEntry:
+    """A T1 entry. Its id is derived when first asked: an audit record names the entry at the
+    root of each mask, a second publication under its key compares ids, and the walks below
+    CD nodes are never named — hashing a large walk costs a good part of a miss."""
+
     key: MaskKey
     walk: WalkResult
-    entry_id: str  # 32 hex digits
     ci_tokens: bytes | array  # the CI nodes' token ids (derived, so not in entry_id)
     size: int  # bytes held: payload encoding + token ids (what the cache's bound counts)
+
+    @cached_property
+    def entry_id(self) -> str:
+        """32 hex digits."""
+        return _entry_id(encode_key(self.key), ENCODING, self.walk)
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,7 @@ class NormalFormEntry:
 
 
 def make_entry(key: MaskKey, walk: WalkResult, ci_tokens: bytes | array) -> MaskEntry:
-    entry_id = _entry_id(encode_key(key), ENCODING, walk)
-    return MaskEntry(key, walk, entry_id, ci_tokens, _held(_walk_size(walk), ci_tokens))
+    return MaskEntry(key, walk, ci_tokens, _held(_walk_size(walk), ci_tokens))
 
 
 def make_normal_form_entry(
@@ -92,8 +101,9 @@ def _held(payload_size: int, ci_tokens: bytes | array) -> int:
 
 def _walk_size(walk: WalkResult) -> int:
     """len(encode_walk(walk)), without encoding it."""
-    classes = sum(_CLASS.size + len(tail) for *_, tail in walk.cd_classes)
-    return 8 + 4 * len(walk.ci_nodes) + classes
+    classes = walk.cd_classes  # C-level passes: a walk can have thousands of classes
+    tails = sum(map(len, map(_TAIL, classes)))
+    return 8 + 4 * len(walk.ci_nodes) + _CLASS.size * len(classes) + tails
 
 
 def encode_key(key: MaskKey) -> bytes:

@@ -30,6 +30,7 @@ guard, and the cache refuses a genN key where the walk could consult a lexicon.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gridrail.errors import GridrailError
 from gridrail.parse.oracle import Configuration, Oracle
@@ -40,8 +41,10 @@ class IdentifierCompositionError(GridrailError):
     would not come from the schema lexicons. Always a bug; never silenced."""
 
 
-@dataclass(frozen=True, slots=True)
-class GenericKey:
+# Keys are tuples: one is made, hashed and compared at every mask that misses the guide's
+# memo, and a tuple does all three in C (a frozen dataclass's init alone cost ~1 µs). Types of
+# different lengths or field types never compare equal.
+class GenericKey(NamedTuple):
     scan_state: int
     pending: bool  # a lexeme is in progress
     accept_state: int  # -1: no accepting position in the pending lexeme
@@ -50,8 +53,7 @@ class GenericKey:
     root: int = 0  # the trie node the walk starts below (0: the whole vocabulary)
 
 
-@dataclass(frozen=True, slots=True)
-class IdentifierKey:
+class IdentifierKey(NamedTuple):
     scan_state: int
     pending: bool
     accept_state: int
@@ -64,8 +66,7 @@ class IdentifierKey:
 MaskKey = GenericKey | IdentifierKey
 
 
-@dataclass(frozen=True, slots=True)
-class NormalFormKey:
+class NormalFormKey(NamedTuple):
     """The genN key (paper §4.3): a T1 generic key with its scanner states replaced by what the
     walk reads of them, and the allowed set by the part of V the walk can consult."""
 

@@ -13,7 +13,7 @@ the emitted lexeme are rescanned under the new stack.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gridrail.errors import ParseError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar
@@ -26,9 +26,10 @@ CLOSINGS_BOUND = 1 << 16
 _NOT_YET = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Configuration:
-    """κ = (σ, ρ): the parser stack and the scan state of the lexeme in progress."""
+class Configuration(NamedTuple):
+    """κ = (σ, ρ): the parser stack and the scan state of the lexeme in progress. A value (stack
+    nodes are interned, so compared and hashed by identity): a tuple, because every mask and
+    advance memo hashes it, and a tuple hashes and compares in C."""
 
     stack: StackNode
     scan_state: int  # union-scanner state after the pending lexeme (the start state if none)
