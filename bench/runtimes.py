@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +80,7 @@ def main(argv=None) -> None:
     questions = json.loads((ROOT / "bench" / "hr_questions.json").read_text())[: args.questions]
     report: dict[str, object] = {
         "host": describe(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "torch_threads": torch.get_num_threads(),
     }
     models, outputs = {}, {}

@@ -2,6 +2,7 @@
 //! The logic lives in the modules; the `python` feature adds the bindings, which only convert
 //! arguments.
 
+pub mod bitmask;
 pub mod dfa;
 pub mod interner;
 pub mod lalr;
@@ -16,11 +17,12 @@ pub mod walk;
 mod bindings {
     use pyo3::exceptions::{PyOverflowError, PyValueError};
     use pyo3::prelude::*;
-    use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+    use pyo3::buffer::PyBuffer;
+    use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple};
 
     use std::collections::HashMap;
 
-    use crate::{dfa, lalr, names, residue, scan, slot_scan, union, walk};
+    use crate::{bitmask, dfa, lalr, names, residue, scan, slot_scan, union, walk};
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -311,6 +313,48 @@ mod bindings {
         let words = utf8_all(&words)?;
         let (flags, kept) = names::spell_forms(&words, open, close, doubles, &takes, &shadows);
         Ok((PyBytes::new(py, &flags).unbind(), kept))
+    }
+
+    /// `write_mask_row(bitmask, row, bits) -> bool`: `TokenSet.write_row` (and the checks of
+    /// `Matcher.fill_bitmask`) in one call — copy the mask `bits` (a `TokenSet`'s bytearray,
+    /// little-endian words) into row `row` of `bitmask` when it is a writable 2-D int32 buffer
+    /// (a NumPy array) whose rows are `len(bits)` contiguous bytes and `row` an int inside it.
+    /// False, writing nothing, for anything else: the Python path then converts or raises.
+    #[pyfunction]
+    fn write_mask_row(
+        bitmask: &Bound<'_, PyAny>,
+        row: &Bound<'_, PyAny>,
+        bits: &Bound<'_, PyByteArray>,
+    ) -> bool {
+        if !row.is_exact_instance_of::<PyInt>() {
+            return false;
+        }
+        let (Ok(row), Ok(buffer)) = (row.extract::<i64>(), PyBuffer::<i32>::get(bitmask)) else {
+            return false;
+        };
+        // PyO3 takes a big-endian ">i" for i32 on a little-endian host: the format is read here
+        if buffer.readonly() || !bitmask::is_little_int32(buffer.format().to_bytes()) {
+            return false;
+        }
+        // SAFETY: the GIL is held and no Python code runs until the copy ends, so the
+        // bytearray is neither resized nor freed meanwhile.
+        let bits = unsafe { bits.as_bytes() };
+        let Some(offset) = bitmask::row_offset(
+            buffer.shape(),
+            buffer.strides(),
+            buffer.item_size(),
+            row,
+            bits.len(),
+        ) else {
+            return false;
+        };
+        // SAFETY: `row_offset` checked that the row lies inside the buffer and that its
+        // `bits.len()` bytes are contiguous; the buffer is writable and held until the end.
+        unsafe {
+            let start = (buffer.buf_ptr() as *mut u8).offset(offset);
+            std::ptr::copy_nonoverlapping(bits.as_ptr(), start, bits.len());
+        }
+        true
     }
 
     /// `bytes` as native-endian values of `N` bytes each (`kind` names them in the error).
@@ -708,6 +752,7 @@ mod bindings {
         m.add_function(wrap_pyfunction!(union_scanner, m)?)?;
         m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;
         m.add_function(wrap_pyfunction!(spell_forms, m)?)?;
+        m.add_function(wrap_pyfunction!(write_mask_row, m)?)?;
         Ok(())
     }
 }

@@ -9,8 +9,12 @@ from functools import cache
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gridrail as gr
+import gridrail.guide as guide_module
+import gridrail.mask.bitmask as bitmask_module
 from assets import asset, spider_gold
 from gridrail.mask.compute import EmptyMaskError
 from gridrail.mask.walk import walk_context_independent
@@ -170,6 +174,56 @@ def test_matcher_accept_validate_rollback_reset(tiny_guide: gr.Guide) -> None:
         m.accept_tokens([tiny_guide.vocab.size])
     with pytest.raises(ValueError, match="cannot roll back"):
         m.rollback(1)
+
+
+BITMASK_DTYPES = (np.int32, ">i4", "<i4", np.int64, np.uint32, np.float32)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    dtype=st.sampled_from(BITMASK_DTYPES),
+    rows=st.integers(1, 3),
+    wider=st.booleans(),
+    layout=st.sampled_from(("C", "F", "every other row", "read-only")),
+    row=st.one_of(
+        st.integers(-4, 4), st.just(True), st.builds(np.int64, st.integers(-4, 4)), st.just(1.0)
+    ),
+)
+def test_fill_bitmask_writes_and_refuses_alike_with_and_without_kernels(
+    tiny_guide: gr.Guide, monkeypatch, dtype, rows, wider, layout, row
+) -> None:
+    """The kernel that writes a row (`write_mask_row`) writes exactly where the Python path
+    writes, and leaves to it whatever it would convert or refuse."""
+    m = tiny_guide.matcher()
+    m.accept_tokens([_id(tiny_guide, "select")])
+    width = tiny_guide.row_words + wider
+
+    def bitmask() -> np.ndarray:
+        if layout == "every other row":
+            return np.full((2 * rows, width), 7, dtype=dtype)[::2]
+        array = np.full((rows, width), 7, dtype=dtype, order="F" if layout == "F" else "C")
+        array.flags.writeable = layout != "read-only"
+        return array
+
+    def fill() -> tuple[np.ndarray, str | None]:
+        array = bitmask()
+        try:
+            m.fill_bitmask(array, row)
+        except gr.GridrailError as error:
+            return array, f"{type(error).__name__}: {error}"
+        return array, None
+
+    with_kernel = fill()
+    monkeypatch.setattr(guide_module, "write_mask_row", None)
+    monkeypatch.setattr(bitmask_module, "write_mask_row", None)
+    without = fill()
+    assert with_kernel[1] == without[1]
+    assert with_kernel[0].dtype == without[0].dtype and (with_kernel[0] == without[0]).all()
+    common = dtype in (np.int32, "<i4") and layout == "C" and not wider and type(row) is int
+    if common and -rows <= row < rows:  # the call a decode loop makes: the kernel's, when built
+        assert with_kernel[1] is None and (with_kernel[0] != 7).any()
 
 
 def test_fill_bitmask_layout(tiny_guide: gr.Guide) -> None:

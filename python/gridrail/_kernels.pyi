@@ -163,3 +163,8 @@ def cd_residue(
     """`gridrail.mask.compute._cd_residue`: the tokens of the CD `classes` that the live
     configuration (its stack's states bottom to top, its pending lexeme) admits — uint32 ids
     when fewer than `ids_below`, else (dense) bits."""
+
+def write_mask_row(bitmask: object, row: object, bits: bytearray) -> bool:
+    """`gridrail.mask.bitmask.TokenSet.write_row` with `gridrail.guide.Matcher.fill_bitmask`'s
+    checks: copies `bits` into row `row` of a writable 2-D native int32 buffer whose rows are
+    `len(bits)` bytes, `row` an int inside it; False (nothing written) for anything else."""

@@ -32,7 +32,7 @@ from gridrail.gamma.catalog import NameCatalog
 from gridrail.gamma.tokens import TokenShapes
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
-from gridrail.kernels import MaskRunners, make_mask_runners
+from gridrail.kernels import MaskRunners, make_mask_runners, write_mask_row
 from gridrail.lru import BoundedLRU, CacheStats
 from gridrail.mask.bitmask import TokenSet, bitmask_array, words_per_row
 from gridrail.mask.cache import MaskCache
@@ -165,16 +165,19 @@ class Guide:
         of the lexemes read, its digest chains them — so they are memoized by those: a step met
         again (the candidates of one question, the prefixes statements share, a warm cache)
         costs one lookup."""
-        size = self.row_words * 4
+        masks = self._masks
         if gamma is None or self.binder is None:
-            return self._masks.memo(cfg, lambda: self._language_mask(cfg), size)
-
-        def build() -> tuple[MaskEntry, TokenSet]:
-            entry, mask = self._masks.memo(cfg, lambda: self._language_mask(cfg), size)
-            return entry, self._within_gamma(cfg, gamma, mask)
-
+            found = masks.get(cfg)  # a warm step ends here: no closure, no lock
+            if found is None:
+                found = masks.setdefault(cfg, self._language_mask(cfg), self.row_words * 4)
+            return found
         key = (cfg, gamma.digest, gamma.pending)
-        return self._masks.memo(key, build, size)
+        found = masks.get(key)
+        if found is None:
+            entry, mask = self.mask_with_entry(cfg)
+            found = (entry, self._within_gamma(cfg, gamma, mask))
+            found = masks.setdefault(key, found, self.row_words * 4)
+        return found
 
     def advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
         """The configuration after the non-EOS token `token_id` at `cfg`, None if the language
@@ -248,14 +251,15 @@ class Guide:
 
     def _language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
         entry = self._entry(cfg, 0)
-        # The mask is a function of exactly the stack, the walk (named by its entry's content
-        # id: every CD class is stepped from its own recorded scan part on this stack, each walk
-        # below it a function of its own key) and whether EOS may end here. So it is memoized
-        # per interned stack node: a stack met again costs two lookups, never another verdict.
+        # The mask is a function of exactly the stack, the walk (named by its entry's key: T1's
+        # walk is a function of the key, and every CD class is stepped from its own recorded
+        # scan part on this stack, each walk below it a function of its own key) and whether
+        # EOS may end here. So it is memoized per interned stack node: a stack met again costs
+        # two lookups, never another verdict (nor the entry's content id).
         # Masks handed out are shared: nothing may change them (as the Γ memo's).
         eos = self.oracle.eos_ok(cfg)
         memo = self.oracle.stack_memo
-        found = memo.get(cfg.stack, (entry.entry_id, eos))
+        found = memo.get(cfg.stack, (entry.key, eos))
         if found is not None:
             return entry, found  # type: ignore[return-value]
 
@@ -267,7 +271,7 @@ class Guide:
         mask = next_token_mask(
             self.oracle, self.trie, self.vocab, cfg, walk_below, cd_residue=self.runners.residue
         )
-        memo.put(cfg.stack, (entry.entry_id, eos), mask, len(mask.bits))
+        memo.put(cfg.stack, (entry.key, eos), mask, len(mask.bits))
         return entry, mask
 
     @property
@@ -601,7 +605,7 @@ class Matcher:
             out = TokenSet(self.guide.vocab.size)
             out.add_all(self.guide.vocab.eos_token_ids)
             return out
-        return self._mask_at(self.configuration)[1]
+        return self._mask_at(self._history[-1])[1]
 
     def _mask_at(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
         """The mask at `cfg`, remembered for the current configuration so that auditing the
@@ -609,13 +613,17 @@ class Matcher:
         last = self._last_mask
         if last is not None and last[0] is cfg:
             return last[1], last[2]
-        entry, mask = self.guide.mask_with_entry(cfg, self._gamma_at(-1))
+        gamma = None if self._gamma is None else self._gamma[-1]
+        entry, mask = self.guide.mask_with_entry(cfg, gamma)
         self._last_mask = (cfg, entry, mask)
         return entry, mask
 
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
         """Write the current mask into row `row` of an `allocate_bitmask` array (or a CPU torch
         int32 tensor of that shape); `gridrail.fill_next_token_bitmask` fills a batch."""
+        mask = self.allowed()
+        if write_mask_row is not None and write_mask_row(bitmask, row, mask.bits):
+            return  # the kernel checked what the lines below check, and copied the row
         if not (  # the common call (a writable int32 array, an int row) checked in few steps
             type(bitmask) is np.ndarray
             and bitmask.dtype is _INT32
@@ -628,7 +636,7 @@ class Matcher:
             row = _integer_argument("row", row)
         if not -len(bitmask) <= row < len(bitmask):
             raise UsageError(f"row {row} is outside the bitmask's {len(bitmask)} rows")
-        self.allowed().write_row(bitmask, row)
+        mask.write_row(bitmask, row)
 
     # -- advancing
     def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:

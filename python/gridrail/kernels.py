@@ -61,6 +61,14 @@ _kernels = _load_kernels()
 KERNELS_ENABLED: bool = _kernels is not None
 
 
+# `TokenSet.write_row` with `Matcher.fill_bitmask`'s checks, in one call: True when it copied
+# the mask's bytes into the row, False (nothing written) when the Python path must convert the
+# bitmask or raise. Bound as is, not wrapped: it is most of a warm mask's step.
+write_mask_row: Callable[[object, object, bytearray], bool] | None = (
+    None if _kernels is None else _kernels.write_mask_row
+)
+
+
 def make_scan_table(scanner: ScannerAutomaton, table: bytes | None = None) -> ScanTable | None:
     """The Rust ``ScanTable`` of `scanner` (its ``run`` is ``scanner.run``), or None without
     the kernels; `table` is its transitions as bytes where the caller has them. The walk

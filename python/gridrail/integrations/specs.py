@@ -21,7 +21,7 @@ vocabulary, on first use, however many requests ask for it at once (single-fligh
 from __future__ import annotations
 
 import os
-import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,11 +33,6 @@ from gridrail.policy.bundle import Policy
 from gridrail.policy.profile import GenerationProfile
 from gridrail.registry import Registry
 from gridrail.vocab import Vocabulary
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 SPECS_ENVIRONMENT = "GRIDRAIL_SPECS"
 PREFIX = "gridrail:"  # a request's grammar text: the prefix, then a spec's name

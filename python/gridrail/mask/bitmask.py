@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from gridrail.errors import UsageError
+from gridrail.kernels import write_mask_row
 
 # From this many ids on, setting them with numpy beats one interpreted bit operation per id
 # (measured break-even: ~50 on the development host); so a frozen set of fewer is its ids.
@@ -101,6 +102,8 @@ class TokenSet:
 
     def write_row(self, bitmask: np.ndarray, row: int) -> None:
         """Copy the set into row `row` of an int32 bitmask: one copy, no intermediate bytes."""
+        if write_mask_row is not None and write_mask_row(bitmask, row, self.bits):
+            return
         words = self._words
         if words is None:
             words = self._words = np.frombuffer(self.bits, dtype="<i4")

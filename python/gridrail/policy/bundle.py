@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
+import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -36,11 +36,6 @@ from gridrail.policy.constructs import ConstructCatalogue, read_policy_text
 from gridrail.policy.dialect import IdentifierRules
 from gridrail.policy.role import ColumnRule, Role
 from gridrail.policy.schema import Schema, Table
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 _ROLE_KEYS = {"statements", "banned", "tables", "writes", "functions", "columns"}
 _ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -29,11 +29,6 @@ from gridrail.errors import PolicyError
 from gridrail.grammar.loader import bundled_names
 from gridrail.grammar.model import Grammar, Production
 from gridrail.policy.dialect import RULES, IdentifierRules, identifier_rules
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 WORD_SOURCES = ("tables", "columns", "functions")
 _SECTIONS = {
