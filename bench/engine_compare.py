@@ -1,4 +1,5 @@
-r"""Engine comparison: gridrail vs llguidance vs XGrammar, full next-token mask at each replay step.
+r"""Engine comparison: gridrail vs llguidance vs XGrammar vs grid-guardrail, full next-token mask
+at each replay step.
 
     python bench/engine_compare.py [--tokenizers gpt2 qwen2] [--engines ...] [--limit N]
 
@@ -13,15 +14,28 @@ does not allow (or that the engine then refuses) ends the replay as rejected for
 Single thread: before any engine is imported the process pins itself to one CPU
 (sched_setaffinity; rayon and OpenMP size their pools from the affinity mask) and sets
 RAYON_NUM_THREADS / OMP_NUM_THREADS to 1; only single-matcher APIs are used (no llguidance
-LLExecutor, no XGrammar BatchGrammarMatcher), and XGrammar's compiler gets max_threads=1.
+LLExecutor, no XGrammar BatchGrammarMatcher, no grid-guardrail prefetch pool), and XGrammar's
+compiler gets max_threads=1.
 
 Compile time is the grammar build against an already loaded tokenizer: gridrail
 `compile(Grammar.from_file(...), vocab)` (grammar model, LALR tables, scanner, token trie);
 llguidance `LLMatcher.grammar_from_lark` + `LLMatcher(...)` (it builds lexer states lazily, during
 the first masks); XGrammar `Grammar.from_lark` + `GrammarCompiler.compile_grammar` (including its
-token-mask cache; compiler cache off). Tokenizer setup (gridrail Vocabulary, llguidance
-LLTokenizer, XGrammar TokenizerInfo; the last two from one shared PreTrainedTokenizerFast) is
-reported separately.
+token-mask cache; compiler cache off); grid-guardrail `grid.generate.build_guide` on the `.grid`
+translation of the Lark file (its grammar load, LALR tables, scanner, token trie, completion
+reserve table and mask producer with the grid_core kernel) plus its first `GridGrammarSession`
+(which uploads the token-bytes table to the kernel). The translation itself
+(bench/grid_guardrail_grammar.py, ~50 ms) is not timed: a grid user would ship the `.grid` file.
+Tokenizer setup (gridrail Vocabulary, llguidance LLTokenizer, XGrammar TokenizerInfo, grid
+HFTokenizerAdapter; the last three from one shared PreTrainedTokenizerFast) is reported
+separately.
+
+The timed fill per engine: gridrail `Matcher.fill_bitmask`, llguidance
+`llguidance.numpy.fill_next_token_bitmask`, XGrammar `GrammarMatcher.fill_next_token_bitmask`,
+grid-guardrail `GridGrammarSession.fill_bitmask` (its vLLM-backend session: fill and accept run
+in the grid_core kernel; a configuration met for the first time is walked there, inside the
+fill). Every one writes the (1, W) int32 bitmask in place; grid writes it through a uint32 view
+of the same memory, so no conversion is timed.
 
 Passes (`--passes`, each on a freshly loaded engine; gridrail gets its own `Registry`, so no
 cache outlives its pass): **cold** times every statement with no warm-up (first masks count);
@@ -29,8 +43,11 @@ cache outlives its pass): **cold** times every statement with no warm-up (first 
 a cache warmed by earlier traffic meeting queries it has not seen, the realistic serving
 figure (issue 16); **warm** replays every statement untimed, then times them all again.
 
-llguidance and XGrammar are benchmark-only dependencies: `pip install llguidance xgrammar`.
-Neither reads what only gridrail's Lark dialect has — terminal priorities (`RESERVED_WORD.1`)
+llguidance, XGrammar and grid-guardrail are benchmark-only dependencies: `pip install llguidance
+xgrammar grid-guardrail`. grid-guardrail reads no Lark: bench/grid_guardrail_grammar.py translates
+the file into its `.grid` BNF (same productions, terminal languages and ignored terminals; its
+docstring lists what cannot be translated and where grid's lexing differs).
+None of them reads what only gridrail's Lark dialect has — terminal priorities (`RESERVED_WORD.1`)
 and whole-lexeme exclusions (`(?!(?i:cast|raise)\Z)`, a difference of automata, no lookahead) —
 so `--portable` gives every engine, gridrail included, the grammar without them: the same file
 and the same language for all (a few reserved words become names again).
@@ -44,6 +61,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -57,7 +75,17 @@ from host import describe
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_GRAMMAR = REPO_ROOT / "python" / "gridrail" / "grammars" / "sqlite.lark"
 DEFAULT_CORPUS = REPO_ROOT / "bench" / "statements.sql"
-PACKAGES = ("gridrail", "llguidance", "xgrammar", "torch", "tokenizers", "transformers", "numpy")
+PACKAGES = (
+    "gridrail",
+    "llguidance",
+    "xgrammar",
+    "grid-guardrail",
+    "grid_core",
+    "torch",
+    "tokenizers",
+    "transformers",
+    "numpy",
+)
 
 
 def pin_to_one_cpu() -> int:
@@ -197,10 +225,84 @@ def load_xgrammar(grammar_path: Path, tok: Tokenizer) -> LoadedEngine:
     return LoadedEngine(setup_ms, compile_ms, start, f"Grammar.from_lark, {info.vocab_type.name}")
 
 
+class GridTokenizerView:
+    """`tok.hf` as grid's HFTokenizerAdapter reads it, with the special tokens that the
+    tokenizer.json marks and the replays' EOS: a PreTrainedTokenizerFast made from a bare
+    tokenizer.json has no EOS and no special ids, and grid would read the special tokens'
+    text (`<|endoftext|>`) as ordinary bytes."""
+
+    def __init__(self, tok: Tokenizer):
+        self._hf = tok.hf
+        special = {i: t.content for i, t in tok.hf.added_tokens_decoder.items() if t.special}
+        self.all_special_ids = list(special)
+        self.all_special_tokens = list(special.values())
+        self.eos_token_id = tok.eos_token_id  # grid masks one EOS id
+        self.eos_token = tok.hf.convert_ids_to_tokens(tok.eos_token_id)
+        self.pad_token_id = None  # grid then pads with EOS
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._hf, name)
+
+
+def forget_grid_memos() -> None:
+    """Empty grid's process-wide memos (scanner components, kernel walkers, terminal-set
+    conversions), so that every load compiles and walks from nothing, like the other engines'
+    fresh loads: otherwise a later pass or tokenizer would reuse an earlier one's work."""
+    from grid.lexer import factored
+    from grid.trie import walk
+
+    for memo in (
+        factored._COMPONENTS,
+        factored._COUNTING_COMPONENTS,
+        walk._WALKERS,
+        walk._MASK_CACHE,
+    ):
+        memo.clear()
+
+
+def load_grid_guardrail(grammar_path: Path, tok: Tokenizer) -> LoadedEngine:
+    from grid.generate import build_guide
+    from grid.models.hf_adapter import HFTokenizerAdapter
+    from grid.models.vllm_structured import GridGrammarSession
+
+    from grid_guardrail_grammar import grid_source
+
+    source = grid_source(grammar_path)
+    forget_grid_memos()
+    t0 = time.perf_counter_ns()
+    adapter = HFTokenizerAdapter(GridTokenizerView(tok))
+    setup_ms = elapsed_ms(t0)
+    t0 = time.perf_counter_ns()
+    with warnings.catch_warnings():
+        # grid's lint on right-recursive rules (negation, unary): advice, not an error
+        warnings.filterwarnings("ignore", message="L-REC01")
+        guide = build_guide(source, adapter)
+    probe = GridGrammarSession(guide)
+    compile_ms = elapsed_ms(t0)
+    if guide.vocab_size != tok.vocab_size:
+        raise RuntimeError(f"grid sees {guide.vocab_size} tokens, the tokenizer {tok.vocab_size}")
+
+    def start(bitmask: np.ndarray) -> Session:
+        session = GridGrammarSession(guide)
+        return Session(
+            lambda: session.fill_bitmask(bitmask, 0), lambda t: session.accept_tokens("", [t])
+        )
+
+    # a session holds a grid_core kernel session id unless grid fell back to its Python path
+    path = "grid_core kernel session" if probe._sid is not None else "Python path (no kernel)"
+    note = (
+        f"build_guide on the .grid translation; GridGrammarSession, {path}; "
+        f"EOS {tok.eos_token_id} only (one EOS id per guide); its lexing differences and the "
+        "rejections they cause: bench/grid_guardrail_grammar.py"
+    )
+    return LoadedEngine(setup_ms, compile_ms, start, note)
+
+
 LOADERS: dict[str, Callable[[Path, Tokenizer], LoadedEngine]] = {
     "gridrail": load_gridrail,
     "llguidance": load_llguidance,
     "xgrammar": load_xgrammar,
+    "grid-guardrail": load_grid_guardrail,
 }
 
 
