@@ -335,7 +335,7 @@ def test_rule_ii_by_live_set_union_equals_trial_over_bytes(monkeypatch) -> None:
 
 def test_memoized_masks_equal_live_ones() -> None:
     """A configuration met again takes its mask from the guide's memo of masks by
-    configuration; a stack met again with the same walk (an IN list returns to the same
+    configuration; a stack met again with the same scan part (an IN list returns to the same
     interned nodes) from the memo by stack node: both bit-identical to the mask computed live,
     also when the stack memo is small enough to evict all the time."""
     from tokenizers import Tokenizer
@@ -367,6 +367,29 @@ def test_memoized_masks_equal_live_ones() -> None:
         assert 0 < memo.stats.entries <= memo.capacity
     assert roomy.stats.hits >= len(ids) and not roomy.stats.evictions  # the whole third pass
     assert tiny.stats.evictions > len(ids)
+
+
+def test_a_long_lexeme_meets_its_mask_again_from_the_stack_memo() -> None:
+    """Inside a long identifier every token leaves a new configuration (the pending lexeme
+    grows) but the same stack and, once no keyword starts that way, the same scan part: the
+    masks there come from the stack memo in the first pass, equal to the ones computed live."""
+    from tokenizers import Tokenizer
+
+    from gridrail.mask.compute import next_token_mask
+
+    path = asset("tokenizers", "gpt2", "tokenizer.json")
+    vocab = gr.Vocabulary.from_file(path)
+    guide = gr.compile(_sqlite(), vocab, registry=gr.Registry())
+    name = "quarterly_revenue_by_region_and_product_line_and_channel"
+    ids = Tokenizer.from_file(str(path)).encode(f"SELECT {name}", add_special_tokens=False).ids
+    m = guide.matcher()
+    for token in ids:
+        assert m.accept_tokens([token])
+        cfg = m.configuration
+        assert guide.mask(cfg) == next_token_mask(guide.oracle, guide.trie, vocab, cfg)
+    stats = guide.cache_stats()
+    assert stats["masks"].hits == 0  # no configuration came twice
+    assert stats["stack"].hits >= len(ids) - 4 >= 8
 
 
 def test_advances_are_the_oracles_own_and_kept() -> None:

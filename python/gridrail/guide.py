@@ -123,9 +123,9 @@ class Guide:
     def cache_stats(self) -> dict[str, CacheStats]:
         """The live counters of the caches this guide's masks go through: "t1" (walks of its
         grammar, vocabulary and lexicons), "t2" (the dialect family's lexicon-inert walks),
-        "stack" (masks by stack node and walk) and "masks" (masks by configuration, narrowed
-        by Γ under Γ). T1 and T2 are shared with every guide `compile` built over the same
-        artifacts: the same objects."""
+        "stack" (masks by stack node and the scan part a walk reads) and "masks" (masks by
+        configuration, narrowed by Γ under Γ). T1 and T2 are shared with every guide
+        `compile` built over the same artifacts: the same objects."""
         return {
             "t1": self.cache.stats,
             "t2": self.family_cache.stats,
@@ -250,18 +250,25 @@ class Guide:
         return mask.without(refused)
 
     def _language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
-        entry = self._entry(cfg, 0)
-        # The mask is a function of exactly the stack, the walk (named by its entry's key: T1's
-        # walk is a function of the key, and every CD class is stepped from its own recorded
-        # scan part on this stack, each walk below it a function of its own key) and whether
-        # EOS may end here. So it is memoized per interned stack node: a stack met again costs
-        # two lookups, never another verdict (nor the entry's content id).
+        # The mask and its entry are a function of exactly the stack and the part of the scan
+        # state the walk reads (the T1 key's fields but A, which the stack fixes: every CD class
+        # is stepped from its own recorded scan part on this stack, each walk below it a
+        # function of its own key, and whether EOS may end here is read from the same two). So
+        # they are memoized per interned stack node: a stack met again with that scan part —
+        # inside a longer lexeme, another fork — costs one lookup, neither a key nor a verdict.
         # Masks handed out are shared: nothing may change them (as the Γ memo's).
-        eos = self.oracle.eos_ok(cfg)
+        accepted = cfg.accept_state >= 0
+        scan = (
+            cfg.scan_state,
+            cfg.lexeme_length > 0,
+            cfg.accept_state,
+            cfg.tail if accepted else b"",
+        )
         memo = self.oracle.stack_memo
-        found = memo.get(cfg.stack, (entry.key, eos))
+        found = memo.get(cfg.stack, scan)
         if found is not None:
-            return entry, found  # type: ignore[return-value]
+            return found  # type: ignore[return-value]
+        entry = self._entry(cfg, 0)
 
         def walk_below(after: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
             if root == 0 and after is cfg:
@@ -271,7 +278,7 @@ class Guide:
         mask = next_token_mask(
             self.oracle, self.trie, self.vocab, cfg, walk_below, cd_residue=self.runners.residue
         )
-        memo.put(cfg.stack, (entry.key, eos), mask, len(mask.bits))
+        memo.put(cfg.stack, scan, (entry, mask), len(mask.bits))
         return entry, mask
 
     @property
