@@ -131,7 +131,8 @@ class _Search:
         self.added: list[tuple[str, str | None]] = []
 
     def run(self) -> tuple[tuple[str, str | None], ...] | None:
-        counts = {c: sum(c in b.columns for b in self.own) for c in self.obligations.bare}
+        # sorted: the plan (and the reserve's text) must not depend on the process's hash seed
+        counts = {c: sum(c in b.columns for b in self.own) for c in sorted(self.obligations.bare)}
         return tuple(self.added) if self._qualifiers(0, self.own, counts) else None
 
     def _room(self, items: tuple[Binding, ...]) -> bool:
