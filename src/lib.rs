@@ -15,9 +15,9 @@ pub mod walk;
 
 #[cfg(feature = "python")]
 mod bindings {
+    use pyo3::buffer::PyBuffer;
     use pyo3::exceptions::{PyOverflowError, PyValueError};
     use pyo3::prelude::*;
-    use pyo3::buffer::PyBuffer;
     use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple};
 
     use std::collections::HashMap;
