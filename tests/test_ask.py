@@ -517,3 +517,46 @@ def test_transformers_generate_with_the_processor_on_a_batch(smollm: LanguageMod
             assert guide.oracle.accepts(result.text.encode())
         else:
             assert guide.oracle.first_error(result.text.encode()) is None  # a viable prefix
+
+
+# -- the same answer in every process ---------------------------------------------------------
+
+_ASK_IN_A_FRESH_PROCESS = """
+import json, sys
+import gridrail as gr
+from gridrail.ask import ask
+from gridrail.database import Database
+from support.hr_example import HR_DB, hr_guide
+from support.random_model import NoiseModel
+vocab = gr.Vocabulary.from_file(sys.argv[1])
+guide = hr_guide(vocab, "analyst", gr.GenerationProfile(), gamma=True)
+database = Database.open(str(HR_DB))
+model = NoiseModel(vocab, ["select", "name", "total", "dept", ","])
+answer = ask(sys.argv[2], guide, model, candidates=8, database=database, max_tokens=24)
+print(json.dumps([[c.attempt.sql, c.reason] for c in answer.candidates]))
+"""
+
+
+def test_ask_answers_the_same_in_every_process() -> None:
+    """`ask` as the command runs it (Γ, the strict profile, candidates chosen by running them)
+    with a model whose logits are noise fixed by what it has read: the candidates, their ends
+    and the choice are the same under every hash seed (a reserve plan once followed it)."""
+    import os
+    import subprocess
+    import sys
+
+    from assets import asset
+
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), *sys.path])}
+    outputs = set()
+    for seed in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", _ASK_IN_A_FRESH_PROCESS,
+             str(asset("tokenizers", "gpt2", "tokenizer.json")),
+             "What is the total of the orders of each employee?"],
+            env={**env, "PYTHONHASHSEED": str(seed)}, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs.add(done.stdout)
+    assert len(outputs) == 1, outputs
