@@ -541,22 +541,10 @@ def test_ask_answers_the_same_in_every_process() -> None:
     """`ask` as the command runs it (Γ, the strict profile, candidates chosen by running them)
     with a model whose logits are noise fixed by what it has read: the candidates, their ends
     and the choice are the same under every hash seed (a reserve plan once followed it)."""
-    import os
-    import subprocess
-    import sys
-
     from assets import asset
+    from support.hash_seeds import outputs_under_hash_seeds
 
-    tests = Path(__file__).resolve().parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), *sys.path])}
-    outputs = set()
-    for seed in range(3):
-        done = subprocess.run(
-            [sys.executable, "-c", _ASK_IN_A_FRESH_PROCESS,
-             str(asset("tokenizers", "gpt2", "tokenizer.json")),
-             "What is the total of the orders of each employee?"],
-            env={**env, "PYTHONHASHSEED": str(seed)}, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        outputs.add(done.stdout)
+    tokenizer = str(asset("tokenizers", "gpt2", "tokenizer.json"))
+    question = "What is the total of the orders of each employee?"
+    outputs = outputs_under_hash_seeds(_ASK_IN_A_FRESH_PROCESS, [tokenizer, question], 3)
     assert len(outputs) == 1, outputs

@@ -606,23 +606,11 @@ def test_the_reserves_plan_does_not_depend_on_the_hash_seed() -> None:
     """Four bare names owed by three tables: which table the reserve adds first is the plan's
     choice, and it must be the same in every process (it was read off a frozenset: two hash
     seeds gave two texts)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from support.hash_seeds import outputs_under_hash_seeds
 
-    tests = Path(__file__).resolve().parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), *sys.path])}
-    texts = set()
-    for seed in range(6):
-        done = subprocess.run(
-            [sys.executable, "-c", _COMPLETION_IN_A_FRESH_PROCESS,
-             str(asset("tokenizers", "gpt2", "tokenizer.json")),
-             "SELECT name, total, dept, amount FROM"],
-            env={**env, "PYTHONHASHSEED": str(seed)}, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        texts.add(done.stdout.strip())
+    tokenizer = str(asset("tokenizers", "gpt2", "tokenizer.json"))
+    prefix = "SELECT name, total, dept, amount FROM"
+    texts = outputs_under_hash_seeds(_COMPLETION_IN_A_FRESH_PROCESS, [tokenizer, prefix], 6)
     assert len(texts) == 1, texts
 
 
