@@ -332,8 +332,12 @@ mod bindings {
         let (Ok(row), Ok(buffer)) = (row.extract::<i64>(), PyBuffer::<i32>::get(bitmask)) else {
             return false;
         };
-        // PyO3 takes a big-endian ">i" for i32 on a little-endian host: the format is read here
-        if buffer.readonly() || !bitmask::is_little_int32(buffer.format().to_bytes()) {
+        // PyO3 takes a big-endian ">i" for i32 on a little-endian host: the format is read here;
+        // an indirect (PIL-style) buffer's rows are not at stride offsets
+        let indirect = buffer
+            .suboffsets()
+            .is_some_and(|s| s.iter().any(|&o| o >= 0));
+        if buffer.readonly() || indirect || !bitmask::is_little_int32(buffer.format().to_bytes()) {
             return false;
         }
         // SAFETY: the GIL is held and no Python code runs until the copy ends, so the
