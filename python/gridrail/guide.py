@@ -38,7 +38,7 @@ from gridrail.mask.bitmask import TokenSet, bitmask_array, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import MaskEntry, NormalFormEntry, make_entry, make_normal_form_entry
-from gridrail.mask.keys import KeyMaker
+from gridrail.mask.keys import KeyMaker, scan_part
 from gridrail.mask.normal_form import NormalForm
 from gridrail.mask.walk import WalkResult
 from gridrail.parse.completion import Completer
@@ -257,13 +257,7 @@ class Guide:
         # they are memoized per interned stack node: a stack met again with that scan part —
         # inside a longer lexeme, another fork — costs one lookup, neither a key nor a verdict.
         # Masks handed out are shared: nothing may change them (as the Γ memo's).
-        accepted = cfg.accept_state >= 0
-        scan = (
-            cfg.scan_state,
-            cfg.lexeme_length > 0,
-            cfg.accept_state,
-            cfg.tail if accepted else b"",
-        )
+        scan = scan_part(cfg)
         memo = self.oracle.stack_memo
         found = memo.get(cfg.stack, scan)
         if found is not None:

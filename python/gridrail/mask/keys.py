@@ -78,6 +78,13 @@ class NormalFormKey(NamedTuple):
     root: int = 0
 
 
+def scan_part(cfg: Configuration) -> tuple[int, bool, int, bytes]:
+    """What a walk reads of `cfg`'s scan state (the keys' first fields): the scanner state,
+    whether a lexeme is pending, the last accepting state, and the bytes after it if any."""
+    accepted = cfg.accept_state >= 0
+    return cfg.scan_state, cfg.lexeme_length > 0, cfg.accept_state, cfg.tail if accepted else b""
+
+
 @dataclass(frozen=True)
 class KeyMaker:
     """Keys for one guide: its oracle, which terminals are lexicon categories, and the
@@ -116,13 +123,7 @@ class KeyMaker:
 
     def key(self, cfg: Configuration, root: int = 0) -> MaskKey:
         """The key of the walk from `cfg` over the trie below `root`."""
-        fields = (
-            cfg.scan_state,
-            cfg.lexeme_length > 0,
-            cfg.accept_state,
-            cfg.tail if cfg.accept_state >= 0 else b"",
-            self.oracle.allowed_mask(cfg),
-        )
+        fields = (*scan_part(cfg), self.oracle.allowed_mask(cfg))
         if self.is_identifier_position(cfg):
             return IdentifierKey(*fields, self.lexicons, root)
         return GenericKey(*fields, root)
