@@ -39,6 +39,14 @@ class BudgetTrigger:
         self.max_tokens = max_tokens
         self._writing: list[int] = []  # the rest of the completion being written
 
+    @classmethod
+    def checked(cls, guide: Guide, max_tokens: int | None) -> BudgetTrigger:
+        """A trigger for `guide`'s generations: UsageError if `max_tokens` cannot hold a
+        sentence of its language (`Guide.check_budget`)."""
+        if max_tokens is not None:
+            guide.check_budget(max_tokens)
+        return cls(max_tokens)
+
     def forced(self, matcher: Matcher) -> int | None:
         """The token the trigger writes next at `matcher`, or None (the mask is the matcher's)."""
         if self.max_tokens is None or matcher.is_terminated():

@@ -139,9 +139,7 @@ class GridrailBackend(BaseGrammarBackend):
             guide = self.specs.guide(spec, self.vocab)
         except SpecError as exc:
             return InvalidGrammarObject(str(exc))
-        if spec.max_tokens is not None:
-            guide.check_budget(spec.max_tokens)
-        return GridrailGrammar(guide.matcher(), BudgetTrigger(spec.max_tokens))
+        return GridrailGrammar(guide.matcher(), BudgetTrigger.checked(guide, spec.max_tokens))
 
 
 def register() -> None:

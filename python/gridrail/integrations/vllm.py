@@ -120,9 +120,9 @@ class GridrailBackend(StructuredOutputBackend):
         spec = self.specs.spec(grammar_spec)
         guide = self.specs.guide(spec, self.vocab)
         stops = tuple(sorted(t for t in stop_token_ids or () if not guide.is_eos(t)))
-        if spec.max_tokens is not None:
-            guide.check_budget(spec.max_tokens)
-        return GridrailGrammar(guide.matcher(), stops, BudgetTrigger(spec.max_tokens))
+        return GridrailGrammar(
+            guide.matcher(), stops, BudgetTrigger.checked(guide, spec.max_tokens)
+        )
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
         return torch.full((max_num_seqs, math.ceil(self.vocab_size / 32)), -1, dtype=torch.int32)
