@@ -963,3 +963,23 @@ def test_a_judges_verdicts_on_tokens_are_its_verdicts_on_their_lexemes() -> None
         judge = PrefixJudge(prefixes, fold, None)
         expected = judge(shapes.pending_lexemes(ids, starts, pending))
         assert judge.tokens(shapes, ids, starts, pending).tolist() == expected, (fold, pending)
+
+
+def test_a_bitmask_under_gamma_is_gammas_mask_on_a_warm_pass() -> None:
+    """`fill_bitmask` writes Γ's mask, not the language's (which the guide also memoizes and a
+    warm step could find first): after `… FROM employees WHERE`, ` placed` (the start of
+    `placed_on`, a column of orders only) is in the language's mask but not in Γ's — on the
+    first pass and on a second."""
+    guide = _guide()
+    ids = guide.trie.tokenize(b"SELECT name FROM employees WHERE")
+    placed = guide.trie.tokenize(b" placed")
+    assert len(placed) == 1
+    for _ in range(2):
+        matcher = guide.matcher()
+        assert matcher.accept_tokens(ids)
+        bitmask = gr.allocate_bitmask(1, guide.vocab.size)
+        matcher.fill_bitmask(bitmask, 0)
+        written = np.unpackbits(bitmask.view(np.uint8), bitorder="little")[: guide.vocab.size]
+        assert set(np.flatnonzero(written)) == set(matcher.allowed().ids())
+        assert not written[placed[0]]
+        assert placed[0] in guide.mask_with_entry(matcher.configuration)[1]

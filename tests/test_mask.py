@@ -226,6 +226,30 @@ def test_fill_bitmask_writes_and_refuses_alike_with_and_without_kernels(
         assert with_kernel[1] is None and (with_kernel[0] != 7).any()
 
 
+def test_a_warm_step_writes_the_mask_of_its_own_configuration() -> None:
+    """`fill_bitmask` on a configuration the guide's memo holds takes its short path (one
+    lookup, the row kernel): the row is the mask `allowed()` gives at every step, on a first
+    (memo-filling) and a second (warm) pass, and only EOS once the statement has ended (where
+    the configuration's own mask also has a space)."""
+    tiny_guide = gr.compile(_sqlite(), _tiny_vocab([*WORDS, " "]))
+    words = ["select", " *", " from", " emplo", "yees;"]
+    for warm in (False, True):
+        m = tiny_guide.matcher()
+        for word in [*words, None]:
+            bitmask = gr.allocate_bitmask(2, tiny_guide.vocab.size)
+            m.fill_bitmask(bitmask, 1)
+            written = {i for i in range(tiny_guide.vocab.size) if bitmask[1, i // 32] >> i % 32 & 1}
+            assert written == set(m.allowed().ids()), (warm, word)
+            assert not bitmask[0].any()
+            if word is None:
+                assert written == set(tiny_guide.vocab.eos_token_ids)
+                break
+            assert m.accept_tokens([_id(tiny_guide, word)])
+            if word == words[-1]:
+                assert _id(tiny_guide, " ") in m.allowed().ids()
+                assert m.accept_tokens([tiny_guide.vocab.eos_token_id]) and m.is_terminated()
+
+
 def test_fill_bitmask_layout(tiny_guide: gr.Guide) -> None:
     m = tiny_guide.matcher()
     mask = gr.allocate_bitmask(2, tiny_guide.vocab.size)
