@@ -436,6 +436,27 @@ def test_ask_errors_are_one_line_and_a_nonzero_exit(
         assert err[-1].startswith("gridrail: error: ") and message in err[-1]
 
 
+def test_a_role_whose_policy_binds_names_is_not_asked_with_them_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--no-bound-names` for a role whose policy says names = "bound" is refused before the
+    model loads (the policy's rung is a floor a caller may not lower)."""
+
+    def no_model(*_args, **_kwargs):
+        raise AssertionError("the model must not load before the arguments are checked")
+
+    monkeypatch.setattr("gridrail.models.load_model", no_model)
+    policy = tmp_path / "policy.toml"
+    anchor = "[roles.analyst]\n"
+    policy.write_text(HR_POLICY.read_text().replace(anchor, anchor + 'names = "bound"\n'))
+    code, out = _ask(
+        "--db", str(HR_DB), "--policy", str(policy), "--role", "analyst", "--no-bound-names", "q"
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and out == ""
+    assert err[-1].startswith("gridrail: error: ") and "binds its names" in err[-1]
+
+
 @pytest.mark.parametrize("value", ["1", "-2", "two"])
 def test_a_loop_guard_is_off_or_at_least_two_copies(
     value: str, capsys: pytest.CaptureFixture[str]

@@ -983,3 +983,56 @@ def test_a_bitmask_under_gamma_is_gammas_mask_on_a_warm_pass() -> None:
         assert set(np.flatnonzero(written)) == set(matcher.allowed().ids())
         assert not written[placed[0]]
         assert placed[0] in guide.mask_with_entry(matcher.configuration)[1]
+
+
+def _rung_guide(rung: str | None, gamma: bool | None = None) -> gr.Guide:
+    """The HR analyst (strict profile) with its policy's rung of the names ladder set."""
+    anchor = "[roles.analyst]\n"
+    text = HR_POLICY.read_text()
+    if rung is not None:
+        text = text.replace(anchor, f'{anchor}names = "{rung}"\n')
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        _vocab(),
+        schema=gr.Schema.from_sqlite(HR_DB),
+        policy=gr.Policy.from_text(text),
+        role="analyst",
+        profile=STRICT,
+        gamma=gamma,
+    )
+
+
+@pytest.mark.parametrize(
+    ("rung", "gamma", "bound"),
+    [
+        (None, None, False),  # the library's default: off
+        (None, True, True),
+        ("bound", None, True),  # the policy chooses
+        ("bound", True, True),
+        ("open", None, False),
+        ("open", True, True),  # a caller may tighten an open rung
+        ("open", False, False),
+    ],
+)
+def test_the_policy_chooses_the_names_rung(rung: str | None, gamma: bool | None, bound: bool):
+    """A role's `names` rung decides whether its guide tracks the names a statement declares,
+    unless the caller asks for Γ: on the bound rung `SELECT total FROM employees;` (a column of
+    orders) is outside the language, on the open rung it is a sentence (the checker's to
+    judge), and every step of the bound guide is recorded as standing on the Γ rung."""
+    guide = _rung_guide(rung, gamma)
+    assert (guide.binder is not None) is bound
+    assert _accepts(guide, "SELECT total FROM employees;") is not bound
+    assert _accepts(guide, "SELECT total FROM orders;")
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(b"SELECT name FROM employees WHERE "))
+    assert matcher.rung() == ("gamma" if bound else "open")
+
+
+def test_a_role_whose_policy_binds_names_is_never_compiled_open() -> None:
+    with pytest.raises(gr.PolicyError, match="binds its names"):
+        _rung_guide("bound", gamma=False)
+    text = HR_POLICY.read_text().replace("[roles.analyst]\n", '[roles.analyst]\nnames = "bound"\n')
+    with pytest.raises(gr.UsageError, match="need a schema"):  # Γ reads the schema's names
+        gr.compile(
+            gr.Grammar.bundled("sqlite"), _vocab(), policy=gr.Policy.from_text(text), role="analyst"
+        )

@@ -77,6 +77,8 @@ BAD_POLICIES = [
     ("[roles.a]\nstatements = 'select'\n", "statements must be a list"),
     ("[roles.a\nstatements = ['select']\n", "not valid TOML", 1),
     ("title = 'x'\n[roles.a]\nstatements = ['select']\n", "unknown top-level key 'title'", 1),
+    ("[roles.a]\nstatements = ['select']\nnames = 'tight'\n", "names must be one of", 3),
+    ("[roles.a]\nstatements = ['select']\nnames = true\n", "'bound', 'open'", 3),
 ]
 
 
@@ -88,6 +90,21 @@ def test_bad_policies_are_named_errors(case) -> None:
     if line:
         assert err.value.line == line[0], str(err.value)
         assert str(err.value).startswith(f"p.toml:{line[0]}: ")
+
+
+def test_the_names_rung_is_read_and_fingerprinted_only_where_set() -> None:
+    """`names` is the role's rung of the names ladder: read as written, part of the policy's
+    fingerprint where a policy sets it, and absent from the fingerprints of policies that do
+    not (archived logs name those)."""
+    text = (EXAMPLES / "hr_policy.toml").read_text()
+    base = Policy.from_text(text)
+    assert all(role.names is None for role in base.roles.values())
+    anchor = "[roles.analyst]\n"
+    bound = Policy.from_text(text.replace(anchor, anchor + 'names = "bound"\n'))
+    opened = Policy.from_text(text.replace(anchor, anchor + 'names = "open"\n'))
+    assert bound.role("analyst").names == "bound" and opened.role("analyst").names == "open"
+    assert len({base.fingerprint, bound.fingerprint, opened.fingerprint}) == 3
+    assert base.fingerprint == "11501417dd0c5c7940bc853b027a52a1"  # as before rungs existed
 
 
 def test_unknown_role_and_missing_file() -> None:

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -307,6 +308,19 @@ class SlowModel(ByQuestion):
             return logits(generated)
 
         return slow
+
+
+def test_the_guides_a_service_asks_with_stand_on_the_roles_rung(
+    keys, hr_db: Path, tmp_path: Path
+) -> None:
+    """/v1/ask's guides track names (Γ) unless the role's policy chose the open rung."""
+    assert _service(hr_db, keys["path"], tmp_path).asking_guide("analyst").binder is not None
+    anchor = "[roles.analyst]\n"
+    text = HR_POLICY.read_text().replace(anchor, anchor + 'names = "open"\n')
+    service = _service(hr_db, keys["path"], tmp_path)
+    service = replace(service, policy=gr.Policy.from_text(text))
+    assert service.asking_guide("analyst").binder is None
+    assert service.asking_guide("clerk").binder is not None
 
 
 def test_a_deadline_ends_the_answer_and_says_so(keys, hr_db: Path, tmp_path: Path) -> None:

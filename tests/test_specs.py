@@ -46,10 +46,24 @@ def test_a_spec_names_a_role_over_a_catalog_with_paths_beside_the_file(tmp_path:
     clerk = specs.guide(specs.spec("gridrail:clerk"), vocab)
     insert = b"INSERT INTO orders (id) VALUES (1);"
     assert clerk.oracle.accepts(insert) and not guide.oracle.accepts(insert)
+    assert guide.binder is not None  # names bound at the mask: the engines' default rung
     with pytest.raises(SpecError, match=r"no spec named 'admin' is declared \(declared: analyst"):
         specs.spec("gridrail:admin")
     with pytest.raises(SpecError, match="gridrail:NAME"):
         specs.spec("root ::= 'DROP TABLE x'")
+
+
+def test_a_spec_whose_role_stands_on_the_open_rung_leaves_names_open(tmp_path: Path) -> None:
+    """The engines track names (Γ) unless the role's policy chose the open rung."""
+    shutil.copy(EXAMPLES / "hr.sqlite", tmp_path)
+    policy = (EXAMPLES / "hr_policy.toml").read_text()
+    anchor = "[roles.analyst]\n"
+    (tmp_path / "hr_policy.toml").write_text(policy.replace(anchor, anchor + 'names = "open"\n'))
+    path = _file(
+        tmp_path, '[specs.analyst]\ndb = "hr.sqlite"\npolicy = "hr_policy.toml"\nrole = "analyst"\n'
+    )
+    specs = SpecRegistry.from_file(path)
+    assert specs.guide(specs.spec("gridrail:analyst"), _small_vocab()).binder is None
 
 
 @pytest.mark.parametrize(

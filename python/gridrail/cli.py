@@ -45,7 +45,7 @@ from gridrail.models import RUNTIMES, LanguageModel
 from gridrail.parse.oracle import Oracle
 from gridrail.policy.bundle import Policy
 from gridrail.policy.profile import GenerationProfile
-from gridrail.policy.role import Role
+from gridrail.policy.role import Role, binds_names
 from gridrail.policy.schema import Schema
 from gridrail.signing import (
     SigningKeyError,
@@ -297,11 +297,14 @@ class _Target:
     """What a question is asked of: a database, its policy and one of its roles; the role's
     guide is compiled the first time a question is asked of it."""
 
-    def __init__(self, database: Database, policy: Policy, role: Role, schema: Schema):
+    def __init__(
+        self, database: Database, policy: Policy, role: Role, schema: Schema, bound_names: bool
+    ):
         self.database = database
         self.policy = policy
         self.role = role
         self.schema = schema
+        self.bound_names = bound_names  # Γ at the mask: the rung chosen (`binds_names`)
         self.writes = bool(role.statements - {"select"})
         self._guide: Guide | None = None
         self.judge: Callable[[str], list[Violation]] | None = None
@@ -322,7 +325,7 @@ class _Target:
             policy=self.policy,
             role=self.role.name,
             profile=GenerationProfile(comments=args.allow_comments),
-            gamma=args.bound_names,
+            gamma=self.bound_names,
         )
         self.judge = database_judge(
             self.database, self._guide.view, self.policy.fingerprint, judge_role=args.judge_role
@@ -334,6 +337,7 @@ class _Targets:
 
     def __init__(self, args: argparse.Namespace, progress: Progress):
         self._policy = args.policy
+        self._bound_names = args.bound_names
         self._progress = progress
         self._opened: dict[tuple[str, str], _Target] = {}
 
@@ -342,8 +346,11 @@ class _Targets:
             database = Database.open(db)
             policy = Policy.from_file(self._policy or _policy_beside(database))
             chosen = policy.role(role)  # an unknown role fails here, before a schema is read
+            # the tightest rung by default, unless the role's policy chose the open one; a
+            # --no-bound-names its policy refuses fails here, before the model loads
+            bound = binds_names(chosen, self._bound_names, default=True)
             self._progress.say(f"reading the schema of {db}")
-            self._opened[db, role] = _Target(database, policy, chosen, database.schema())
+            self._opened[db, role] = _Target(database, policy, chosen, database.schema(), bound)
         return self._opened[db, role]
 
 
@@ -794,10 +801,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--bound-names",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,
         help="names the statement declares tracked at the mask (Γ): after FROM only names that "
-        "bind, the select list's names owed by its FROM clause (default: on; --no-bound-names: "
-        "the schema's names anywhere, as the checker then judges)",
+        "bind, the select list's names owed by its FROM clause (default: on, unless the role's "
+        'policy says names = "open"; --no-bound-names: the schema\'s names anywhere, as the '
+        'checker then judges — refused for a role whose policy says names = "bound")',
     )
     q.add_argument(
         "--candidates",

@@ -44,6 +44,8 @@ from gridrail.mask.walk import WalkResult
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.policy.constructs import ConstructCatalogue
+from gridrail.policy.language import select_role
+from gridrail.policy.role import binds_names
 from gridrail.registry import (
     Registry,
     shared_compiled_grammar,
@@ -394,7 +396,7 @@ def compile(
     registry: Registry | None = None,
     catalogue: ConstructCatalogue | None = None,
     profile: GenerationProfile | None = None,
-    gamma: bool = False,
+    gamma: bool | None = None,
     declared_names: bool = False,
 ) -> Guide:
     """A Guide for `grammar` over `vocab`. With a policy (and `role`, unless the policy has
@@ -402,7 +404,9 @@ def compile(
     names the role may see (L3); with a generation `profile`, it is narrowed to what that profile
     lets a model write (None: the dialect's whole language, what `gridrail parse` reads). With
     `gamma` (and a schema), names the statement declares are tracked and the slots that
-    refer to them allow only names that bind (issue 15, docs/names.md); with `declared_names`
+    refer to them allow only names that bind (issue 15, docs/names.md) — None: as the role's
+    policy chooses (`names = "bound"` or `"open"`), off where it does not; a role whose policy
+    binds its names cannot be compiled with gamma=False; with `declared_names`
     as well, the table and column names also spell the names the statement declares (CTEs,
     column aliases) where they bind (experimental: see docs/names.md). A grammar given
     already compiled is used as it is.
@@ -428,11 +432,15 @@ def _compile(
     registry: Registry | None,
     catalogue: ConstructCatalogue | None,
     profile: GenerationProfile | None,
-    gamma: bool = False,
+    gamma: bool | None = None,
     declared_names: bool = False,
 ) -> Guide:
+    gamma = binds_names(select_role(policy, role), gamma, default=False)
     if gamma and schema is None:
-        raise UsageError("names declared in the statement (gamma=True) need a schema")
+        raise UsageError(
+            "names bound where they are written (gamma=True, or a role whose policy says "
+            'names = "bound") need a schema'
+        )
     if declared_names and not gamma:
         raise UsageError("declared_names=True spells names only Γ can judge: it needs gamma=True")
     if schema is None and policy is None and role is None and profile is None:

@@ -30,7 +30,9 @@ from gridrail.errors import GridrailError
 from gridrail.grammar.model import Grammar
 from gridrail.guide import Guide, compile
 from gridrail.policy.bundle import Policy
+from gridrail.policy.language import select_role
 from gridrail.policy.profile import GenerationProfile
+from gridrail.policy.role import binds_names
 from gridrail.registry import Registry
 from gridrail.vocab import Vocabulary
 
@@ -107,7 +109,7 @@ class SpecRegistry:
                 policy=spec.policy,
                 role=spec.role,
                 profile=GenerationProfile(),
-                gamma=True,
+                gamma=binds_names(select_role(spec.policy, spec.role), None, default=True),
             )
 
         return self._guides.get((spec.name, vocab.fingerprint), build)

@@ -7,6 +7,7 @@ banned = ["subqueries", "set_operations"]      # constructs of the grammar's cat
 tables = ["employees", "orders"]               # visible tables (omit: every table)
 writes = ["orders"]                            # tables it may change (omit: every visible one)
 functions = ["count", "sum", "avg"]            # callable functions (omit: every function)
+names = "bound"                                # names bind where written, or "open"
 
 [roles.clerk.columns]
 employees = { deny = ["salary"] }              # or { allow = [...] }; never both
@@ -34,10 +35,10 @@ from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.policy.constructs import ConstructCatalogue, read_policy_text
 from gridrail.policy.dialect import IdentifierRules
-from gridrail.policy.role import ColumnRule, Role
+from gridrail.policy.role import NAME_RUNGS, ColumnRule, Role
 from gridrail.policy.schema import Schema, Table
 
-_ROLE_KEYS = {"statements", "banned", "tables", "writes", "functions", "columns"}
+_ROLE_KEYS = {"statements", "banned", "tables", "writes", "functions", "columns", "names"}
 _ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
 
 
@@ -221,6 +222,14 @@ def _load_role(name: str, spec: object, catalogue: ConstructCatalogue, lines: _L
         _require_distinct(listed, str.lower, "functions", name, "SQL's", lines, section)
         functions = frozenset(f.lower() for f in listed)
         _require_functions(functions, catalogue, name, lines)
+    names = spec.get("names")
+    if names is not None and names not in NAME_RUNGS:
+        raise lines.error(
+            f"role {name!r}: names must be one of {', '.join(map(repr, NAME_RUNGS))} (the rung "
+            f"of the names ladder; omit it for the caller's choice), not {names!r}",
+            "names",
+            section,
+        )
     role = Role(
         name,
         statements,
@@ -230,6 +239,7 @@ def _load_role(name: str, spec: object, catalogue: ConstructCatalogue, lines: _L
         functions,
         lines.find(f"[{section}]"),
         writes,
+        names,
     )
     _require_distinct_names(role, catalogue.rules, lines)
     _require_consistent(role, catalogue.rules, lines)
@@ -390,10 +400,12 @@ def _canonical(role: Role) -> str:
     columns = ";".join(
         f"{t}:{names(r.allow)}/{names(r.deny)}" for t, r in sorted(role.columns.items())
     )
+    # the rung only where a policy sets it: the roles of earlier policies fingerprint as before
+    rung = "" if role.names is None else f" names {role.names}\n"
     return (
         f"role {role.name}\n statements {names(role.statements)}\n banned {names(role.banned)}\n"
         f" tables {names(role.tables)}\n writes {names(role.writes)}\n"
-        f" functions {names(role.functions)}\n columns {columns}\n"
+        f" functions {names(role.functions)}\n columns {columns}\n{rung}"
     )
 
 

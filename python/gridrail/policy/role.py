@@ -1,15 +1,23 @@
 """A role: what one kind of caller may say (statement kinds, constructs, tables, the tables it
-may write, columns, functions). Loaded from a policy bundle (`gridrail.policy.bundle`); names are
-catalog spellings, compared with the dialect's identifier rules."""
+may write, columns, functions, the rung of the names ladder). Loaded from a policy bundle
+(`gridrail.policy.bundle`); names are catalog spellings, compared with the dialect's identifier
+rules."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gridrail.errors import PolicyError
+
 READ_KIND = "select"
 """The statement kind that grants reading: a role without it may not read any table or column,
 in any statement (catalogues name their reading capability's requirement so)."""
+
+NAME_RUNGS = ("bound", "open")
+"""The rungs of the names ladder a role may stand on (docs/names.md): "bound" — a name is
+allowed only where it binds, by the dialect's rules, to what the role may see (Γ); "open" —
+any of the role's words at every name position (the lexicons alone)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,7 @@ class Role:
     functions: frozenset[str] | None = None  # callable functions (lower case); None: all
     line: int = 0  # where the role is defined in its policy file (for error messages)
     writes: frozenset[str] | None = None  # tables its write kinds may target; None: visible ones
+    names: str | None = None  # its rung of the names ladder (`NAME_RUNGS`); None: the caller's
 
     @property
     def reads(self) -> bool:
@@ -41,3 +50,20 @@ class Role:
     def write_kinds(self) -> frozenset[str]:
         """The statement kinds it holds that change data."""
         return self.statements - {READ_KIND}
+
+
+def binds_names(role: Role | None, requested: bool | None, default: bool) -> bool:
+    """Does a guide for `role` track the names its statements declare (Γ, the "bound" rung)?
+    The caller's choice (`requested`) where it gives one, else the role's rung, else `default`
+    — but a caller may only tighten: a role whose policy says "bound" is never compiled
+    open (PolicyError)."""
+    rung = None if role is None else role.names
+    if requested is False and role is not None and rung == "bound":
+        raise PolicyError(
+            f'role {role.name!r} binds its names (names = "bound" in its policy): a guide for '
+            "it tracks them (gamma=True, or leave it to the policy; the CLI's --bound-names)",
+            line=role.line,
+        )
+    if requested is not None:
+        return requested
+    return default if rung is None else rung == "bound"

@@ -42,7 +42,9 @@ from gridrail.guide import Guide, compile
 from gridrail.lru import CacheStats
 from gridrail.models import LanguageModel
 from gridrail.policy.bundle import Policy
+from gridrail.policy.language import select_role
 from gridrail.policy.profile import GenerationProfile
+from gridrail.policy.role import binds_names
 from gridrail.policy.schema import Schema
 from gridrail.registry import Registry, RegistryStats
 from gridrail.serve.keys import KeysFileError, KeyStore, Principal
@@ -147,7 +149,8 @@ class Service:
         vocab = self.model.vocab
         return self._guide("ask", role, lambda schema: compile(
             self.grammar, vocab, schema=schema, policy=self.policy, role=role,
-            profile=GenerationProfile(), gamma=True,
+            profile=GenerationProfile(),
+            gamma=binds_names(select_role(self.policy, role), None, default=True),
         ))  # fmt: skip
 
     def _guide(self, kind: str, role: str, build: Callable[[Schema], Guide]) -> Guide:
