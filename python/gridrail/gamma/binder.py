@@ -377,10 +377,24 @@ class Binder:
     @staticmethod
     def _no_item_paren(block: Block | None) -> bool:
         """Is a `(` that opens a FROM item (a subquery, a parenthesized join) refused: where
-        the select list named columns (the search plans with tables, not subqueries) or the
-        FROM clause holds as many items as a block may?"""
+        the FROM clause holds as many items as a block may, or where the select list still
+        owes names (the search plans with tables, not subqueries) or owes a bare name or a
+        star (whatever the subquery's columns, they could make the name ambiguous or the star
+        read them)? Once every name the select list owes is qualified and bound by the items
+        before it, a subquery item can neither discharge nor break one (its alias may not
+        repeat a name): `SELECT e.name FROM employees AS e JOIN (SELECT …) AS o ON …`."""
         inner = innermost(block)
-        return inner is not None and (bool(inner.obligations) or _full(inner))
+        if inner is None:
+            return False
+        if _full(inner):
+            return True
+        owed = inner.obligations
+        if not owed:
+            return False
+        if owed.bare or owed.stars:
+            return True
+        own = tuple(cells(inner.declared))  # type: ignore[arg-type]
+        return not discharged(owed, own, inner.outer)
 
     # -- reading lexemes
     def advance(self, state: GammaState, data: bytes, after: Configuration) -> GammaState | None:

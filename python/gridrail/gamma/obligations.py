@@ -10,8 +10,9 @@ finished with its names bound.
 
 Discharging is decided by a search over the tables the role sees, each added as a FROM item
 under its own name or an alias. A select list's names are discharged by table (or CTE)
-items; a FROM subquery may follow, but it is not planned for: L_Γ asks each name the select
-list uses to be a column of a table the role sees, as SQL written by hand almost always does.
+items; a FROM subquery may follow once they are (the binder's `_no_item_paren`), but it is
+not planned for: L_Γ asks each name the select list uses to be a column of a table the role
+sees, as SQL written by hand almost always does.
 """
 
 from __future__ import annotations
