@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import warnings
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -237,7 +238,11 @@ def test_a_warm_step_writes_the_mask_of_its_own_configuration() -> None:
         m = tiny_guide.matcher()
         for word in [*words, None]:
             bitmask = gr.allocate_bitmask(2, tiny_guide.vocab.size)
+            before = replace(tiny_guide.cache_stats()["masks"])
             m.fill_bitmask(bitmask, 1)
+            after = tiny_guide.cache_stats()["masks"]
+            if word is not None:  # one lookup per fill: a hit once the first pass stored it
+                assert (after.hits - before.hits, after.misses - before.misses) == (warm, 1 - warm)
             written = {i for i in range(tiny_guide.vocab.size) if bitmask[1, i // 32] >> i % 32 & 1}
             assert written == set(m.allowed().ids()), (warm, word)
             assert not bitmask[0].any()

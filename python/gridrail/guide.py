@@ -169,10 +169,8 @@ class Guide:
         costs one lookup."""
         masks = self._masks
         if gamma is None or self.binder is None:
-            found = masks.get(cfg)  # a warm step ends here: no closure, no lock
-            if found is None:
-                found = masks.setdefault(cfg, self._language_mask(cfg), self.row_words * 4)
-            return found
+            # a warm step ends here: no closure, no lock
+            return masks.get(cfg) or self.stored_language_mask(cfg)
         key = (cfg, gamma.digest, gamma.pending)
         found = masks.get(key)
         if found is None:
@@ -180,6 +178,11 @@ class Guide:
             found = (entry, self._within_gamma(cfg, gamma, mask))
             found = masks.setdefault(key, found, self.row_words * 4)
         return found
+
+    def stored_language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
+        """The language's mask at `cfg` and its entry, computed and stored in the memo
+        `mask_with_entry` reads (where it found none)."""
+        return self._masks.setdefault(cfg, self._language_mask(cfg), self.row_words * 4)
 
     def advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
         """The configuration after the non-EOS token `token_id` at `cfg`, None if the language
@@ -630,14 +633,14 @@ class Matcher:
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
         """Write the current mask into row `row` of an `allocate_bitmask` array (or a CPU torch
         int32 tensor of that shape); `gridrail.fill_next_token_bitmask` fills a batch."""
-        if self._gamma is None and not self._terminated and write_mask_row is not None:
-            # A warm step: the guide's memo holds this configuration's mask, and the row kernel
-            # copies it — one lookup and one foreign call, without the frames of `allowed`
-            # (~0.4 µs of a ~1.4 µs step, bench/RESULTS.md "Session 22")
-            found = self.guide._masks.get(self._history[-1])
-            if found is not None and write_mask_row(bitmask, row, found[1].bits):
-                return
-        mask = self.allowed()
+        if self._gamma is None and not self._terminated:
+            # the language's mask as `allowed` finds it, without its frames: a warm step is one
+            # lookup and one foreign call (~0.4 µs of a ~1.4 µs step, bench/RESULTS.md
+            # "Session 22")
+            cfg = self._history[-1]
+            mask = (self.guide._masks.get(cfg) or self.guide.stored_language_mask(cfg))[1]
+        else:
+            mask = self.allowed()
         if write_mask_row is not None and write_mask_row(bitmask, row, mask.bits):
             return  # the kernel checked what the lines below check, and copied the row
         if not (  # the common call (a writable int32 array, an int row) checked in few steps
