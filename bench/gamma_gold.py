@@ -1,6 +1,6 @@
 """Γ against real SQL: which Spider gold queries the role language L holds but L_Γ refuses.
 
-    python bench/gamma_gold.py [--every 1] [--out gamma_gold.json]
+    python bench/gamma_gold.py [--every 1] [--out build/gamma_gold.json]
 
 Every `--every`-th line of Spider's train_gold.sql (`SQL<TAB>db_id`), its layout normalised to
 single spaces and its double-quoted strings written in single quotes (the strict generation
@@ -34,7 +34,7 @@ from host import describe  # noqa: E402
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--every", type=int, default=1, help="take every N-th gold line")
-    parser.add_argument("--out", type=Path, default=Path("gamma_gold.json"))
+    parser.add_argument("--out", type=Path, default=Path("build/gamma_gold.json"))
     args = parser.parse_args(argv)
     spider = assets_root() / "data" / "spider"
     vocab = gr.Vocabulary.from_file(assets_root() / "tokenizers" / "gpt2" / "tokenizer.json")
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in refused:
         print(f"{'DEAD END' if r['dead_end'] else 'refused'} ({r['db']}): {r['sql']}")
         print(f"    accepted: {r['accepted']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"counts": counts, "refused": refused}, indent=1))
 
 
