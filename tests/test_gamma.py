@@ -113,11 +113,18 @@ BOUND = [
     "SELECT e.name FROM employees AS e JOIN (SELECT employee_id, sum(total) AS t FROM orders "
     "GROUP BY employee_id) AS o ON o.employee_id = e.id ORDER BY o.t DESC;",
     "SELECT e.name FROM employees AS e, (SELECT employee_id FROM orders) WHERE employee_id = e.id;",
+    # ... or that binds the qualified names the select list owes (its columns hold them)
+    "SELECT t.dept FROM (SELECT dept FROM employees) AS t;",
+    "SELECT t.dept, o.total FROM orders AS o, (SELECT dept FROM employees) AS t;",
+    "SELECT t.dept FROM (SELECT name FROM employees) AS x, employees AS t;",
     # HAVING sees the queries around it (GROUP BY and ORDER BY do not: below)
     "SELECT name FROM employees WHERE EXISTS (SELECT employee_id FROM orders "
     "GROUP BY employee_id HAVING count(*) > employees.id ORDER BY employee_id);",
 ]
 UNBOUND = [
+    # a subquery named after a qualifier the select list owes, without the owed column
+    "SELECT t.dept FROM (SELECT name FROM employees) AS t;",
+    "SELECT t.dept, t.name FROM (SELECT dept FROM employees) AS t;",
     # after FROM: a column of no table in scope, a qualifier that names nothing
     "SELECT name FROM employees WHERE total = 1;",
     "SELECT e.name FROM employees AS e WHERE o.dept = 'x';",
@@ -355,6 +362,9 @@ WRITES_BOUND = [
     "(SELECT id FROM c);",
 ]
 WRITES_UNBOUND = [
+    # a subquery named after a qualifier the select list owes, without the owed column
+    "SELECT t.dept FROM (SELECT name FROM employees) AS t;",
+    "SELECT t.dept, t.name FROM (SELECT dept FROM employees) AS t;",
     "DELETE FROM orders WHERE name = 'x';",  # not a column of the target
     "DELETE FROM orders AS o WHERE orders.total > 1;",  # its alias hides the table's name
     "DELETE FROM orders AS o RETURNING o.id;",  # ...but not in RETURNING
@@ -479,14 +489,18 @@ def test_walks_bind_every_name_and_fast_equals_spec(role: str) -> None:
     [
         b"SELECT e.name FROM employees AS e JOIN (",
         b"SELECT e.name, o.total FROM employees AS e, orders AS o, (",
+        b"SELECT t.dept FROM (",
+        b"SELECT t.dept, o.total FROM orders AS o, (",
+        b"SELECT t.dept FROM (SELECT name FROM employees) AS",
     ],
 )
 def test_walks_through_a_from_subquery_after_the_select_lists_names_are_bound(
     prefix: bytes,
 ) -> None:
     """A FROM subquery may follow the items that bind every (qualified) name the select list
-    owes: walks from there never meet an empty mask, their masks are the specification's, and
-    every statement binds its names (SQLite prepares it without a name error)."""
+    owes, or bind them itself: walks from there never meet an empty mask, their masks are the
+    specification's, and every statement binds its names (SQLite prepares it without a name
+    error)."""
     guide = _guide("auditor")
     rng = random.Random(prefix)
     for _ in range(12):
@@ -500,24 +514,50 @@ def test_walks_through_a_from_subquery_after_the_select_lists_names_are_bound(
 
 @pytest.mark.parametrize(
     "prefix",
+    [b"SELECT t.dept FROM (VALUES (+568", b"SELECT t.dept FROM (SELECT dept FROM employees"],
+)
+def test_one_token_ending_a_subquery_and_a_from_clause_that_owes_is_judged(prefix: bytes):
+    """Inside a FROM subquery of a clause that still owes `t`, a token such as `));` ends the
+    subquery and the clause at once: the mask judges it as the specification does (a walk
+    found the fast mask letting it through)."""
+    guide = _guide("auditor")
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+    binder = guide.binder
+    assert binder is not None
+    gamma = matcher._gamma[-1]  # type: ignore[index]  # the matcher's current Γ
+    spec = spec_mask_gamma(guide.oracle, binder, guide.vocab, matcher.configuration, gamma)
+    assert matcher.allowed() == spec
+    for closing in (b"));", b");"):
+        ids = guide.trie.tokenize(closing)
+        assert len(ids) == 1 and ids[0] not in spec
+
+
+SEVEN_ITEMS = b", ".join(b"employees AS " + bytes([c]) for c in b"abcdfgh")
+
+
+@pytest.mark.parametrize(
+    ("prefix", "item"),
     [
-        b"SELECT name FROM employees, ",  # a bare name: the subquery could repeat it
-        b"SELECT e.* FROM employees AS e, ",  # a star reads every item's columns
-        b"SELECT e.name, o.total FROM employees AS e, ",  # o is not bound yet
+        (b"SELECT name FROM employees, ", b"orders AS o"),  # the subquery could repeat `name`
+        (b"SELECT e.* FROM employees AS e, ", b"orders AS o"),  # a star reads every item
+        # seven items: a subquery would take the last place, which only `z` may have
+        (b"SELECT z.name FROM " + SEVEN_ITEMS + b", ", b"employees AS z"),
     ],
 )
 def test_a_from_subquery_waits_while_the_select_list_owes_what_it_could_break(
-    prefix: bytes,
+    prefix: bytes, item: bytes
 ) -> None:
-    """`(` opening a FROM subquery is refused while the select list owes a bare name, a star,
-    or a qualifier no item binds yet (`SELECT name FROM employees, (SELECT name FROM
-    employees_public) AS p` is "ambiguous column name"); a table item is not."""
+    """`(` opening a FROM subquery is refused while the select list owes a bare name or a star
+    (`SELECT name FROM employees, (SELECT name FROM employees_public) AS p` is "ambiguous
+    column name"), or qualified names the tables could not discharge with one item fewer; a
+    table item that discharges them is not refused."""
     guide = _guide("auditor")
     matcher = guide.matcher()
     assert matcher.accept_tokens(guide.trie.tokenize(prefix))
     paren = guide.trie.tokenize(b"(")
     assert len(paren) == 1 and paren[0] not in matcher.allowed()
-    assert matcher.accept_tokens(guide.trie.tokenize(b"orders AS o"))
+    assert matcher.accept_tokens(guide.trie.tokenize(item + b";"))
 
 
 @pytest.mark.parametrize("role", ["admin", "editor"])

@@ -363,26 +363,25 @@ class Binder:
     def closing(self, state: GammaState) -> bool:
         """Is `state` inside a FROM clause that still owes its select list names, or that
         holds as many items as a block may (where any token — `;`, `)`, WHERE, `(` — may be
-        refused, not only names)?"""
+        refused, not only names)? Inside a FROM subquery of such a clause too: one token
+        (`));`) can end the subquery and the clause."""
+        ending = (*_FROM_PHASES, Phase.COLUMNS) if self._from_optional else _FROM_PHASES
         inner = innermost(state.block)
-        if inner is None:
-            return False
-        if _full(inner):
-            return True
-        return bool(inner.obligations) and (
-            inner.phase in (Phase.FROM, Phase.ON)
-            or (inner.phase is Phase.COLUMNS and self._from_optional)
-        )
+        while inner is not None:
+            if _full(inner) or (inner.obligations and inner.phase in ending):
+                return True
+            inner = innermost(inner.outer)
+        return False
 
-    @staticmethod
-    def _no_item_paren(block: Block | None) -> bool:
+    def _no_item_paren(self, block: Block | None) -> bool:
         """Is a `(` that opens a FROM item (a subquery, a parenthesized join) refused: where
-        the FROM clause holds as many items as a block may, or where the select list still
-        owes names (the search plans with tables, not subqueries) or owes a bare name or a
-        star (whatever the subquery's columns, they could make the name ambiguous or the star
-        read them)? Once every name the select list owes is qualified and bound by the items
-        before it, a subquery item can neither discharge nor break one (its alias may not
-        repeat a name): `SELECT e.name FROM employees AS e JOIN (SELECT …) AS o ON …`."""
+        the FROM clause holds as many items as a block may, or where the select list owes a
+        bare name or a star (whatever the subquery's columns, they could make the name
+        ambiguous or be read by the star), or owes qualified names the tables could no longer
+        discharge with one item fewer? A subquery item either takes the name of an owed
+        qualifier whose columns it has (`_subquery_alias` allows no other owed one) or a name
+        nothing owes: `SELECT t.dept FROM (SELECT dept FROM employees) AS t`, `SELECT e.name
+        FROM employees AS e JOIN (SELECT …) AS o ON …`."""
         inner = innermost(block)
         if inner is None:
             return False
@@ -394,7 +393,21 @@ class Binder:
         if owed.bare or owed.stars:
             return True
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
-        return not discharged(owed, own, inner.outer)
+        if discharged(owed, own, inner.outer):
+            return False
+        unnamed = Binding(None, {})  # the item, as if it discharged nothing
+        return plan(owed, (*own, unnamed), inner.outer, self.catalog(inner), True) is None
+
+    def _subquery_alias(self, inner: Block, values: Cell | None) -> Slot:
+        """A FROM subquery's alias: a name no other item has, and no qualifier the select list
+        owes unless the subquery's columns include (visible) every column owed under it."""
+        taken = {b.key for b in cells(inner.declared) if b.key}  # type: ignore[union-attr]
+        result = _subquery_result(values)
+        columns = columns_by_key(result.columns if result else (), self._catalog_key)
+        for qualifier, owed in inner.obligations.qualified.items():
+            if not all(c in columns and columns[c].visible for c in owed):
+                taken.add(qualifier)
+        return Slot({}, frozenset(taken))
 
     # -- reading lexemes
     def advance(self, state: GammaState, data: bytes, after: Configuration) -> GammaState | None:
@@ -544,8 +557,8 @@ class Binder:
                 return None  # a write target's alias: any name
             if slot == "alias":
                 table = self._aliased_table(values)
-                if table is None:  # a subquery's alias: any name no other item has
-                    return Slot({}, frozenset(b.key for b in cells(inner.declared) if b.key))  # type: ignore[union-attr]
+                if table is None:  # a subquery's alias
+                    return self._subquery_alias(inner, values)
         elif inner is not None and inner.phase is Phase.FROM:
             return None  # USING lists; derived tables have blocks of their own
 
@@ -1113,7 +1126,7 @@ class Binder:
     @staticmethod
     def _in_from(block: Block | None) -> bool:
         inner = innermost(block)
-        return inner is not None and inner.phase in (Phase.FROM, Phase.ON)
+        return inner is not None and inner.phase in _FROM_PHASES
 
     def _refused_event(self, event: str | None, block: Block | None, values: Cell | None) -> bool:
         """Is the clause a shift would start refused: a `(` opening a FROM item where
@@ -1233,7 +1246,7 @@ class Binder:
             visible = _visible_names(inner.target)  # type: ignore[arg-type]
             column = min(self._lexemes(visible, self._index[COLUMN_NAME]), key=len, default=None)
             yield b" DEFAULT VALUES" if column is None else b" (" + column + b")"
-        if inner is None or inner.phase not in (Phase.FROM, Phase.ON):
+        if inner is None or inner.phase not in _FROM_PHASES:
             return
         catalog = self.catalog(inner)
         declared = tuple(cells(inner.declared))  # type: ignore[arg-type]
@@ -1491,6 +1504,18 @@ class _Result(NamedTuple):
     core: Block | None  # the block, when the select is a single core
 
 
+def _subquery_result(values: Cell | None) -> _Result | None:
+    """The result of the subquery whose alias is being written (before `)` and `AS`)."""
+    cell = values
+    for _ in range(3):
+        if cell is None:
+            return None
+        if isinstance(cell.head, _Result):
+            return cell.head
+        cell = cell.tail
+    return None
+
+
 class _Names(NamedTuple):
     names: tuple[str, ...]
 
@@ -1520,9 +1545,12 @@ def _all_visible(binding: Binding) -> bool:
     return all(column.visible for column in binding.columns.values())
 
 
+_FROM_PHASES = (Phase.FROM, Phase.ON)
+
+
 def _full(inner: Block) -> bool:
     """Does a FROM clause being written hold as many items as a block may?"""
-    if inner.phase not in (Phase.FROM, Phase.ON):
+    if inner.phase not in _FROM_PHASES:
         return False
     return sum(1 for _ in cells(inner.declared)) >= MAX_FROM_ITEMS
 
