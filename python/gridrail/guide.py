@@ -170,7 +170,9 @@ class Guide:
         masks = self._masks
         if gamma is None or self.binder is None:
             # a warm step ends here: no closure, no lock
-            return masks.get(cfg) or self.stored_language_mask(cfg)
+            return masks.get(cfg) or masks.setdefault(
+                cfg, self._language_mask(cfg), self.row_words * 4
+            )
         key = (cfg, gamma.digest, gamma.pending)
         found = masks.get(key)
         if found is None:
@@ -178,11 +180,6 @@ class Guide:
             found = (entry, self._within_gamma(cfg, gamma, mask))
             found = masks.setdefault(key, found, self.row_words * 4)
         return found
-
-    def stored_language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
-        """The language's mask at `cfg` and its entry, computed and stored in the memo
-        `mask_with_entry` reads (where it found none)."""
-        return self._masks.setdefault(cfg, self._language_mask(cfg), self.row_words * 4)
 
     def advance(self, cfg: Configuration, token_id: int) -> Configuration | None:
         """The configuration after the non-EOS token `token_id` at `cfg`, None if the language
@@ -634,11 +631,9 @@ class Matcher:
         """Write the current mask into row `row` of an `allocate_bitmask` array (or a CPU torch
         int32 tensor of that shape); `gridrail.fill_next_token_bitmask` fills a batch."""
         if self._gamma is None and not self._terminated:
-            # the language's mask as `allowed` finds it, without its frames: a warm step is one
-            # lookup and one foreign call (~0.4 µs of a ~1.4 µs step, bench/RESULTS.md
-            # "Session 22")
-            cfg = self._history[-1]
-            mask = (self.guide._masks.get(cfg) or self.guide.stored_language_mask(cfg))[1]
+            # the guide's memo straight away, without the frames of `allowed` and `_mask_at`: a
+            # warm step is one lookup and one foreign call (bench/RESULTS.md "Session 22")
+            mask = self.guide.mask_with_entry(self._history[-1])[1]
         else:
             mask = self.allowed()
         if write_mask_row is not None and write_mask_row(bitmask, row, mask.bits):

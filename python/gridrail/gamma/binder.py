@@ -392,11 +392,9 @@ class Binder:
             return False
         if owed.bare or owed.stars:
             return True
-        own = tuple(cells(inner.declared))  # type: ignore[arg-type]
-        if discharged(owed, own, inner.outer):
-            return False
-        unnamed = Binding(None, {})  # the item, as if it discharged nothing
-        return plan(owed, (*own, unnamed), inner.outer, self.catalog(inner), True) is None
+        # the item, as if it discharged nothing (a plan of no items: all are discharged already)
+        own = (*cells(inner.declared), Binding(None, {}))  # type: ignore[misc]
+        return plan(owed, own, inner.outer, self.catalog(inner), True) is None
 
     def _subquery_alias(self, inner: Block, values: Cell | None) -> Slot:
         """A FROM subquery's alias: a name no other item has, and no qualifier the select list
