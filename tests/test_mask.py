@@ -3,6 +3,7 @@ matcher API."""
 
 from __future__ import annotations
 
+import gc
 import random
 import warnings
 from dataclasses import replace
@@ -17,6 +18,7 @@ import gridrail as gr
 import gridrail.guide as guide_module
 import gridrail.mask.bitmask as bitmask_module
 from assets import asset, spider_gold
+from gridrail.mask.bitmask import TokenSet
 from gridrail.mask.compute import EmptyMaskError
 from gridrail.mask.walk import walk_context_independent
 from gridrail.spec import spec_mask
@@ -489,3 +491,37 @@ def test_token_set_bulk_adds_and_frozen_copies_agree(count: int) -> None:
     dropped = rng.sample(ids, len(ids) // 3) + rng.sample(range(50_257), 5)  # some not in it
     fewer = bulk.without(dropped)
     assert fewer.ids() == sorted(set(ids) - set(dropped)) and bulk.ids() == sorted(ids)
+
+
+def test_masks_of_equal_content_are_one_object() -> None:
+    """The guide hands out one set per mask content (`DistinctMasks`): configurations whose
+    masks are equal get the same object, and the content is each configuration's own."""
+    guide = gr.compile(_sqlite(), _tiny_vocab([*WORDS, " "]))
+    seen: dict[bytes, tuple[object, TokenSet]] = {}
+    shared = 0
+    # leading layout leaves the mask as it was at the start
+    for words in (["select", " *", " from", " emplo", "yees;"], [" ", "select", " *"]):
+        m = guide.matcher()
+        for word in words:
+            cfg, mask = m.configuration, m.allowed()
+            assert mask == spec_mask(guide.oracle, guide.vocab, cfg)
+            first = seen.setdefault(bytes(mask.bits), (cfg, mask))
+            assert first[1] is mask
+            shared += first[0] != cfg
+            assert m.accept_tokens([_id(guide, word)])
+    assert shared  # some configurations do share a content
+
+
+def test_distinct_masks_keep_contents_apart_and_hold_them_weakly() -> None:
+    """Two contents under one checksum stay two objects; a set no cache holds is let go."""
+    distinct = bitmask_module.DistinctMasks()
+    a, b, c = (TokenSet(64) for _ in range(3))
+    a.add(3)
+    b.add(3)
+    c.add(5)
+    assert distinct.intern(a) is a and distinct.intern(b) is a
+    distinct.checksum = lambda bits: 0  # type: ignore[method-assign]  # every content collides
+    assert distinct.intern(c) is c and distinct.intern(a) is a
+    del a, b, c
+    gc.collect()
+    assert len(distinct._by_checksum) == 0

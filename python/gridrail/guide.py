@@ -18,7 +18,7 @@ import sys
 import threading
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,7 +34,7 @@ from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.kernels import MaskRunners, make_mask_runners, write_mask_row
 from gridrail.lru import BoundedLRU, CacheStats
-from gridrail.mask.bitmask import TokenSet, bitmask_array, words_per_row
+from gridrail.mask.bitmask import DistinctMasks, TokenSet, bitmask_array, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import MaskEntry, NormalFormEntry, make_entry, make_normal_form_entry
@@ -109,7 +109,6 @@ class Guide:
         elif trie.fingerprint != vocab.fingerprint:
             raise UsageError("the token trie was built for another vocabulary")
         self.trie = trie
-        self.completer = Completer(self.oracle)
         self._runners: MaskRunners | None = None
         self._eos = frozenset(vocab.eos_token_ids)
         _require_a_first_token(self)
@@ -119,6 +118,7 @@ class Guide:
         self.binder = Binder(self.oracle, names) if names is not None else None
         self._shapes = _token_shapes(vocab) if self.binder else None
         self._masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(MASKS, MASK_BYTES)
+        self._distinct = DistinctMasks()  # masks of equal content shared by one object
         self._advances: BoundedLRU[tuple[Configuration | None]] = BoundedLRU(ADVANCES, sys.maxsize)
         self.row_words = words_per_row(vocab.size)  # int32 words of a bitmask row
 
@@ -177,7 +177,7 @@ class Guide:
         found = masks.get(key)
         if found is None:
             entry, mask = self.mask_with_entry(cfg)
-            found = (entry, self._within_gamma(cfg, gamma, mask))
+            found = (entry, self._distinct.intern(self._within_gamma(cfg, gamma, mask)))
             found = masks.setdefault(key, found, self.row_words * 4)
         return found
 
@@ -274,8 +274,15 @@ class Guide:
         mask = next_token_mask(
             self.oracle, self.trie, self.vocab, cfg, walk_below, cd_residue=self.runners.residue
         )
+        mask = self._distinct.intern(mask)
         memo.put(cfg.stack, scan, (entry, mask), len(mask.bits))
         return entry, mask
+
+    @cached_property
+    def completer(self) -> Completer:
+        """The planner of shortest completions (the reserve, Γ's repairs): built on first use,
+        since a guide that only masks (an engine's backend, `gridrail parse`) never needs it."""
+        return Completer(self.oracle)
 
     @property
     def runners(self) -> MaskRunners:

@@ -3,6 +3,8 @@ i // 32 set = token i allowed (the layout of XGrammar, llguidance and vLLM)."""
 
 from __future__ import annotations
 
+import weakref
+import zlib
 from array import array
 from collections.abc import Iterable
 
@@ -31,7 +33,7 @@ class TokenSet:
     """A set of token ids as a little-endian bit string, cheap to build one id at a time and
     to turn into a bitmask row."""
 
-    __slots__ = ("_words", "bits", "vocab_size")
+    __slots__ = ("__weakref__", "_words", "bits", "vocab_size")
 
     def __init__(self, vocab_size: int):
         self.vocab_size = vocab_size
@@ -113,6 +115,29 @@ class TokenSet:
         return isinstance(other, TokenSet) and self.bits == other.bits
 
     __hash__ = None  # type: ignore[assignment]  # mutable
+
+
+class DistinctMasks:
+    """One set per distinct content among the masks a guide hands out. Masks of different
+    configurations are often equal (a replay of bench/statements.sql: 650 mask objects, 217
+    contents), and a warm step is mostly the copy of its row, which is faster from a row that
+    stays in the CPU's caches (bench/RESULTS.md, "Session 23"). Weak: a set lives as long as a
+    cache holds it. Sets handed out are shared, so nothing may change them."""
+
+    def __init__(self) -> None:
+        self._by_checksum: weakref.WeakValueDictionary[int, TokenSet] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @staticmethod
+    def checksum(bits: bytearray) -> int:
+        return zlib.crc32(bits)  # a few µs per row, on the path that computed the mask
+
+    def intern(self, mask: TokenSet) -> TokenSet:
+        """The set already held with `mask`'s content, else `mask` (held from now on). Two
+        contents with one checksum are not merged: the second stays its own object."""
+        held = self._by_checksum.setdefault(self.checksum(mask.bits), mask)
+        return held if held.bits == mask.bits else mask
 
 
 def bitmask_array(bitmask: object, vocab_size: int) -> np.ndarray:
