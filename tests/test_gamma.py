@@ -269,6 +269,55 @@ def test_the_speller_admits_exactly_the_names_that_bind(
     _assert_spelled(_guide(role), prefix, suffix)
 
 
+@cache
+def _lister() -> gr.Guide:
+    """A reader for whom one column name is hidden in one table and visible in another:
+    `employees.dept` is denied, `employees_public.dept` is not (Γ, declared names spelled)."""
+    text = HR_POLICY.read_text() + (
+        '\n[roles.lister]\nstatements = ["select"]\n'
+        '[roles.lister.columns]\nemployees = { deny = ["dept"] }\n'
+    )
+    return gr.compile(
+        gr.Grammar.bundled("sqlite"),
+        _vocab(),
+        schema=gr.Schema.from_sqlite(HR_DB),
+        policy=gr.Policy.from_text(text),
+        role="lister",
+        profile=STRICT,
+        gamma=True,
+        declared_names=True,
+    )
+
+
+_JOINED = "SELECT p.name FROM employees_public AS p JOIN employees AS e ON p.id = e.id "
+_SHADOW = "WITH salaries AS (SELECT dept FROM employees) SELECT "  # the analyst may not see it
+# (role, prefix, suffix): the probes of issue 15 item 7
+SHADOW_SLOTS = [
+    # a column denied in one table and visible in another
+    ("lister", "SELECT e.", " FROM employees AS e;"),
+    ("lister", "SELECT p.", " FROM employees_public AS p;"),
+    ("lister", "SELECT ", " FROM employees;"),
+    ("lister", "SELECT ", " FROM employees_public;"),
+    ("lister", _JOINED + "WHERE e.", " = 1;"),
+    ("lister", _JOINED + "WHERE p.", " = 1;"),
+    ("lister", _JOINED + "ORDER BY ", ";"),
+    # a CTE that takes the name of a table the role may not see
+    ("analyst", _SHADOW, " FROM salaries;"),
+    ("analyst", _SHADOW + "dept FROM ", ";"),
+    ("analyst", _SHADOW + "s.", " FROM salaries AS s;"),
+    # an alias that takes the name of a column (visible or not)
+    ("analyst", "SELECT dept AS name FROM employees ORDER BY ", ";"),
+    ("auditor", "SELECT dept AS name FROM employees ORDER BY ", ";"),
+    ("analyst", "SELECT dept AS total FROM employees WHERE ", " = 1;"),
+    ("auditor", "SELECT name AS dept FROM employees GROUP BY ", ";"),
+]
+
+
+@pytest.mark.parametrize(("role", "prefix", "suffix"), SHADOW_SLOTS)
+def test_the_speller_sees_through_shadowing_names(role: str, prefix: str, suffix: str) -> None:
+    _assert_spelled(_lister() if role == "lister" else _guide(role), prefix, suffix)
+
+
 def _assert_spelled(guide: gr.Guide, prefix: str, suffix: str) -> None:
     """At the slot between `prefix` and `suffix` the mask admits a name iff SQLite prepares the
     statement and the checker finds nothing in it (the role may see what it binds to)."""
