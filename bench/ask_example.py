@@ -1,7 +1,7 @@
 """`gridrail ask` on the bundled HR example, per role: constrained vs unconstrained.
 
     python bench/ask_example.py [--questions bench/hr_questions.json] [--max-tokens 128] \
-        [--out ask_example.jsonl] [--runtime auto|transformers|llama-cpp]
+        [--out build/ask_example.jsonl] [--runtime auto|transformers|llama-cpp]
 
 The questions (bench/hr_questions.json) are asked as the roles of examples/hr_policy.toml over
 examples/hr.sqlite, with the default model and the same prompt for every arm
@@ -60,7 +60,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=Path, default=ROOT / "bench" / "hr_questions.json")
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--out", type=Path, default=Path("ask_example.jsonl"))
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "ask_example.jsonl")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--runtime", choices=RUNTIMES, default="auto", help="of load_model")
     args = parser.parse_args(argv)
@@ -85,6 +85,7 @@ def main(argv=None) -> None:
     questions = json.loads(args.questions.read_text())
     rows = []
     started = time.time()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as out:
         for n, q in enumerate(questions, 1):
             guide = gr.compile(

@@ -34,7 +34,7 @@ from host import describe  # noqa: E402
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--every", type=int, default=1, help="take every N-th gold line")
-    parser.add_argument("--out", type=Path, default=Path("build/gamma_gold.json"))
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "gamma_gold.json")
     args = parser.parse_args(argv)
     spider = assets_root() / "data" / "spider"
     vocab = gr.Vocabulary.from_file(assets_root() / "tokenizers" / "gpt2" / "tokenizer.json")

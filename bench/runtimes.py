@@ -65,7 +65,7 @@ def main(argv=None) -> None:
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: as is)")
-    parser.add_argument("--out", type=Path, default=Path("runtimes.json"))
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "runtimes.json")
     args = parser.parse_args(argv)
 
     import torch
@@ -136,6 +136,7 @@ def main(argv=None) -> None:
         )
         print(json.dumps(agreement[-1]), flush=True)
     report["agreement"] = agreement
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -1,8 +1,8 @@
 """Constrained vs unconstrained text-to-SQL on Spider with the default local model.
 
     python bench/spider_eval.py --split train --sample 200 --seed 0 --max-tokens 128 \
-        --out spider_eval.jsonl
-    python bench/spider_eval.py --summarize spider_eval.jsonl     # the table of a finished run
+        --out build/spider_eval.jsonl
+    python bench/spider_eval.py --summarize build/spider_eval.jsonl     # the table of a finished run
 
 Sample. The questions of `train_spider.json` (in file order, index = position in the file) whose
 database file `database/<db_id>/<db_id>.sqlite` exists; `random.Random(seed).sample(eligible,
@@ -882,7 +882,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sample", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--out", type=Path, default=Path("spider_eval.jsonl"))
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "spider_eval.jsonl")
     parser.add_argument("--resume", action="store_true", help="skip questions --out already has")
     parser.add_argument(
         "--arms",
@@ -1042,6 +1042,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     mode = "a" if args.resume else "w"
     run_started = time.time()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, mode, encoding="utf-8") as out:
         if not finished:
             config = {
