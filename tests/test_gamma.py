@@ -117,6 +117,10 @@ BOUND = [
     "SELECT t.dept FROM (SELECT dept FROM employees) AS t;",
     "SELECT t.dept, o.total FROM orders AS o, (SELECT dept FROM employees) AS t;",
     "SELECT t.dept FROM (SELECT name FROM employees) AS x, employees AS t;",
+    # a bare name in ON binds against the whole FROM list, items after the ON included
+    "SELECT p.name FROM employees_public AS p JOIN orders AS o ON p.id = employee_id;",
+    "SELECT p.name FROM employees_public AS p JOIN orders AS o ON amount > total "
+    "JOIN salaries AS s ON s.employee_id = o.employee_id;",
     # HAVING sees the queries around it (GROUP BY and ORDER BY do not: below)
     "SELECT name FROM employees WHERE EXISTS (SELECT employee_id FROM orders "
     "GROUP BY employee_id HAVING count(*) > employees.id ORDER BY employee_id);",
@@ -132,6 +136,10 @@ UNBOUND = [
     # ambiguous: two bindings have the column
     "SELECT name FROM employees AS e JOIN orders AS o ON e.id = o.employee_id WHERE id = 1;",
     "SELECT id FROM employees JOIN orders ON employees.id = orders.employee_id;",
+    "SELECT name FROM employees JOIN orders ON id = employee_id;",  # a bare name in ON
+    "SELECT p.name FROM employees_public AS p JOIN orders AS o ON employee_id = 1 "
+    "JOIN salaries AS s ON amount = 2;",  # made ambiguous by an item after the ON
+    "SELECT p.name FROM employees_public AS p JOIN orders AS o ON amount = 1;",  # never bound
     # the select list's names owed by a FROM clause that does not provide them
     "SELECT total FROM employees;",
     "SELECT e.name FROM employees;",
@@ -301,6 +309,13 @@ SHADOW_SLOTS = [
     ("lister", _JOINED + "WHERE e.", " = 1;"),
     ("lister", _JOINED + "WHERE p.", " = 1;"),
     ("lister", _JOINED + "ORDER BY ", ";"),
+    ("lister", "SELECT p.name FROM employees_public AS p JOIN employees AS e ON ", " = 1;"),
+    (
+        "analyst",
+        "SELECT o.id FROM orders AS o JOIN employees AS e ON ",
+        " = 1 JOIN employees_public;",
+    ),
+    ("auditor", "SELECT o.id FROM orders AS o JOIN employees AS e ON ", " = 1 JOIN salaries;"),
     # a CTE that takes the name of a table the role may not see
     ("analyst", _SHADOW, " FROM salaries;"),
     ("analyst", _SHADOW + "dept FROM ", ";"),

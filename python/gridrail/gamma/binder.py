@@ -11,11 +11,11 @@ holds one per token and rollback pops it.
 L_Γ ⊆ L: the sentences of L whose names bind, by the dialect's rules, to what the role may
 see. In a SELECT block:
 * names in ON, WHERE, GROUP BY, HAVING, ORDER BY and LIMIT are *slots* once the FROM clause
-  has closed (ON: the items declared so far; bare names in ON, which SQLite binds against the
-  whole FROM list, are refused): only names that bind are allowed;
-* names in the select list come before their FROM clause: they are *obligations*
-  (`gamma.obligations`), each allowed only while the FROM clause can still discharge all of
-  them, and the FROM clause's tables, aliases and its end are allowed only on that condition;
+  has closed (ON: the items declared so far): only names that bind are allowed;
+* names in the select list come before their FROM clause, and bare names in ON are bound by
+  SQLite against the whole FROM list: they are *obligations* (`gamma.obligations`), each
+  allowed only while the FROM clause can still discharge all of them, and the FROM clause's
+  tables, aliases and its end are allowed only on that condition;
 * outside every block (a VALUES row) nothing is bound.
 An INSERT / UPDATE / DELETE is a block too: its target is a table the role may write, and
 once named it is the block's one binding — an INSERT's column list and an UPDATE's SET
@@ -514,9 +514,10 @@ class Binder:
         return Block(Phase.TARGET, block, bindings=(binding,), target=binding)
 
     def _oblige(self, slot: str | None, block: Block | None, values: Cell | None, key: str):
-        """Γ after a column reference in a select list (before its FROM): one more obligation."""
+        """Γ after a column reference in a select list (before its FROM), or a bare one in ON
+        (bound against the whole FROM list): one more obligation."""
         inner = innermost(block)
-        if inner is None or inner.phase is not Phase.COLUMNS or slot not in _COLUMN_SLOTS:
+        if inner is None or not _obliges(inner, slot):
             return block
         qualifier = self._qualifier_before(values) if slot == "qualified column" else None
         grown = inner.obligations.with_column(qualifier, key)
@@ -563,7 +564,7 @@ class Binder:
         def build() -> Slot:
             if inner is not None and inner.phase is Phase.COLUMNS and slot == "qualifier":
                 return self._obliging_qualifier(inner)
-            if inner is not None and inner.phase is Phase.COLUMNS:
+            if inner is not None and _obliges(inner, slot):
                 return self._obliging_slot(inner, slot, qualifier)  # type: ignore[arg-type]
             if slot == "table":
                 return self._table_slot(inner, block)  # type: ignore[arg-type]
@@ -1471,6 +1472,16 @@ _CORE_LABELS = frozenset({"select_core", "from_clause", "column_ref", "table", "
 _REFUSED = object()
 _PER_SCAN_STATE = object()  # a judge memo's mark: its judges are kept per scanner state
 _COLUMN_SLOTS = ("column", "qualified column")
+
+
+def _obliges(inner: Block, slot: str | None) -> bool:
+    """Is a name at `slot` an obligation of `inner`: a column in its select list, or a bare
+    column in ON — SQLite binds those against the whole FROM list, items after the ON
+    included (`a JOIN b ON x = y JOIN c …`), so they are owed until the FROM clause ends, as
+    the select list's are (a qualified one in ON names an item declared before it)."""
+    if inner.phase is Phase.COLUMNS:
+        return slot in _COLUMN_SLOTS
+    return inner.phase is Phase.ON and slot == "column"
 
 
 class _Same:
