@@ -61,15 +61,26 @@ def _editor(tokenizer: str = "gpt2") -> gr.Guide:
         'tables = ["employees", "orders"]\nwrites = ["employees", "orders"]\n'
         '[roles.editor.columns]\nemployees = { deny = ["salary"] }\n'
     )
+    return _policy_guide(text, "editor", tokenizer=tokenizer)
+
+
+def _policy_guide(
+    policy: str,
+    role: str,
+    gamma: bool | None = True,
+    declared_names: bool = True,
+    tokenizer: str = "gpt2",
+) -> gr.Guide:
+    """`role` of the policy text `policy` over the example's schema (strict profile)."""
     return gr.compile(
         gr.Grammar.bundled("sqlite"),
         _vocab(tokenizer),
         schema=gr.Schema.from_sqlite(HR_DB),
-        policy=gr.Policy.from_text(text),
-        role="editor",
+        policy=gr.Policy.from_text(policy),
+        role=role,
         profile=STRICT,
-        gamma=True,
-        declared_names=True,
+        gamma=gamma,
+        declared_names=declared_names,
     )
 
 
@@ -285,16 +296,7 @@ def _lister() -> gr.Guide:
         '\n[roles.lister]\nstatements = ["select"]\n'
         '[roles.lister.columns]\nemployees = { deny = ["dept"] }\n'
     )
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        _vocab(),
-        schema=gr.Schema.from_sqlite(HR_DB),
-        policy=gr.Policy.from_text(text),
-        role="lister",
-        profile=STRICT,
-        gamma=True,
-        declared_names=True,
-    )
+    return _policy_guide(text, "lister")
 
 
 _JOINED = "SELECT p.name FROM employees_public AS p JOIN employees AS e ON p.id = e.id "
@@ -1152,15 +1154,7 @@ def _rung_guide(rung: str | None, gamma: bool | None = None) -> gr.Guide:
     text = HR_POLICY.read_text()
     if rung is not None:
         text = text.replace(anchor, f'{anchor}names = "{rung}"\n')
-    return gr.compile(
-        gr.Grammar.bundled("sqlite"),
-        _vocab(),
-        schema=gr.Schema.from_sqlite(HR_DB),
-        policy=gr.Policy.from_text(text),
-        role="analyst",
-        profile=STRICT,
-        gamma=gamma,
-    )
+    return _policy_guide(text, "analyst", gamma=gamma, declared_names=False)
 
 
 @pytest.mark.parametrize(

@@ -361,10 +361,10 @@ class Binder:
         return inner is not None and inner.phase is Phase.COLUMNS
 
     def closing(self, state: GammaState) -> bool:
-        """Is `state` inside a FROM clause that still owes its select list names, or that
-        holds as many items as a block may (where any token — `;`, `)`, WHERE, `(` — may be
-        refused, not only names)? Inside a FROM subquery of such a clause too: one token
-        (`));`) can end the subquery and the clause."""
+        """Is `state` inside a FROM clause that still owes names (its select list's, its ON
+        clauses' bare ones), or that holds as many items as a block may (where any token —
+        `;`, `)`, WHERE, `(` — may be refused, not only names)? Inside a FROM subquery of such
+        a clause too: one token (`));`) can end the subquery and the clause."""
         ending = (*_FROM_PHASES, Phase.COLUMNS) if self._from_optional else _FROM_PHASES
         inner = innermost(state.block)
         while inner is not None:
