@@ -580,6 +580,27 @@ def test_walks_through_a_from_subquery_after_the_select_lists_names_are_bound(
 
 @pytest.mark.parametrize(
     "prefix",
+    [
+        b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON ",
+        b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON amount",  # only later
+        b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON total = 1 JOIN ",
+    ],
+)
+def test_walks_through_bare_names_in_on(prefix: bytes) -> None:
+    """A bare name in ON is owed by the FROM clause (an item after the ON may be the one that
+    binds it): walks from there never meet an empty mask, their masks are the
+    specification's, and every statement binds its names."""
+    guide = _guide("auditor")
+    rng = random.Random(prefix)
+    for _ in range(12):
+        sql = _walk(guide, rng, rng.choice([40, 64]), 5, prefix)
+        assert sql.startswith(prefix.decode())
+        refusal = _prepares(sql)
+        assert refusal is None or not any(e in refusal for e in BINDING_ERRORS), (sql, refusal)
+
+
+@pytest.mark.parametrize(
+    "prefix",
     [b"SELECT t.dept FROM (VALUES (+568", b"SELECT t.dept FROM (SELECT dept FROM employees"],
 )
 def test_one_token_ending_a_subquery_and_a_from_clause_that_owes_is_judged(prefix: bytes):
