@@ -2,7 +2,7 @@
 
     python bench/spider_eval.py --split train --sample 200 --seed 0 --max-tokens 128 \
         --out build/spider_eval.jsonl
-    python bench/spider_eval.py --summarize build/spider_eval.jsonl     # the table of a finished run
+    python bench/spider_eval.py --summarize build/spider_eval.jsonl  # the table of a finished run
 
 Sample. The questions of `train_spider.json` (in file order, index = position in the file) whose
 database file `database/<db_id>/<db_id>.sqlite` exists; `random.Random(seed).sample(eligible,
