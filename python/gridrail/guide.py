@@ -177,7 +177,7 @@ class Guide:
         found = masks.get(key)
         if found is None:
             entry, mask = self.mask_with_entry(cfg)
-            found = (entry, self._distinct.intern(self._within_gamma(cfg, gamma, mask)))
+            found = (entry, self._within_gamma(cfg, gamma, mask))
             found = masks.setdefault(key, found, self.row_words * 4)
         return found
 
@@ -248,8 +248,8 @@ class Guide:
         if eos and not binder.ends(gamma, cfg):
             refused.extend(eos)
         if not refused:
-            return mask
-        return mask.without(refused)
+            return mask  # the language's mask, already one of the distinct ones
+        return self._distinct.intern(mask.without(refused))
 
     def _language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
         # The mask and its entry are a function of exactly the stack and the part of the scan
