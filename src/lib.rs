@@ -16,11 +16,16 @@ pub mod walk;
 #[cfg(feature = "python")]
 mod bindings {
     use pyo3::buffer::PyBuffer;
-    use pyo3::exceptions::{PyOverflowError, PyValueError};
+    use pyo3::exceptions::{PyBufferError, PyOverflowError, PyValueError};
+    use pyo3::ffi;
     use pyo3::prelude::*;
     use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple};
 
     use std::collections::HashMap;
+    use std::os::raw::{c_char, c_int, c_void};
+
+    /// The format of a ScanTable's buffer: unsigned bytes (a static C string: never freed).
+    const BYTE_FORMAT: &std::ffi::CStr = c"B";
 
     use crate::{bitmask, dfa, lalr, names, residue, scan, slot_scan, union, walk};
 
@@ -47,6 +52,51 @@ mod bindings {
         #[getter]
         fn num_states(&self) -> usize {
             self.0.num_states()
+        }
+
+        /// The transitions as a read-only buffer of native-endian int32 bytes (format "B";
+        /// `memoryview(table).cast("i")` reads the entries): a table the kernels built is
+        /// not copied into Python.
+        unsafe fn __getbuffer__(
+            slf: Bound<'_, Self>,
+            view: *mut ffi::Py_buffer,
+            flags: c_int,
+        ) -> PyResult<()> {
+            if view.is_null() {
+                return Err(PyBufferError::new_err("no buffer view to fill"));
+            }
+            if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+                return Err(PyBufferError::new_err("a ScanTable is read-only"));
+            }
+            let entries = slf.get().0.transitions();
+            // SAFETY: `view.obj` holds a reference to the table, which is frozen: its entries
+            // stay where they are, unchanged, while the view lives.
+            unsafe {
+                (*view).buf = entries.as_ptr() as *mut c_void;
+                (*view).len = std::mem::size_of_val(entries) as isize;
+                (*view).obj = slf.into_any().into_ptr();
+                (*view).readonly = 1;
+                (*view).itemsize = 1;
+                (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
+                    BYTE_FORMAT.as_ptr() as *mut c_char
+                } else {
+                    std::ptr::null_mut()
+                };
+                (*view).ndim = 1;
+                (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
+                    &mut (*view).len
+                } else {
+                    std::ptr::null_mut()
+                };
+                (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                    &mut (*view).itemsize
+                } else {
+                    std::ptr::null_mut()
+                };
+                (*view).suboffsets = std::ptr::null_mut();
+                (*view).internal = std::ptr::null_mut();
+            }
+            Ok(())
         }
 
         /// `canonical_order(state) -> bytes`: the states reachable from `state` in
@@ -138,51 +188,68 @@ mod bindings {
         .unbind()
     }
 
-    /// `name_rows(base, start, slots, bound) -> (table, base_of, accepted, alive)`:
-    /// `scanner._name_rows` — the scanner table `base` (int32 bytes) with the states the name
-    /// automata of `slots` add: the whole table, then per new state its base state, accepting
-    /// and live slots, as native-endian int32 / int32 / uint64 / uint64 bytes.
+    /// `name_rows(base, start, accepting, slots, bound) -> (table, base_of, accepted, alive)`:
+    /// `scanner._name_rows` — the scanner table `base` (int32 bytes; `accepting`: its states'
+    /// flags, 1 or 0) with the states the `NameAutomaton`s of `slots` add: the whole table as a
+    /// `ScanTable` (its buffer is the table's int32 entries), then per new state its base state,
+    /// accepting and live slots, as native-endian int32 / uint64 / uint64 bytes.
     /// OverflowError past `bound` states. The GIL is released while it runs.
     #[pyfunction]
     fn name_rows<'py>(
         py: Python<'py>,
         base: &[u8],
         start: i32,
-        slots: Vec<NameSetArgs<'py>>,
+        accepting: &[u8],
+        slots: Vec<Bound<'py, PyNameAutomaton>>,
         bound: usize,
-    ) -> PyResult<[Py<PyBytes>; 4]> {
-        let base = scan::ne_i32s(base)
-            .ok_or_else(|| PyValueError::new_err("scanner table is not int32 entries"))?;
-        let automata = slots.iter().map(automaton).collect::<PyResult<Vec<_>>>()?;
-        let rows = py
-            .allow_threads(|| names::name_rows(&base, start, &automata, bound))
+    ) -> PyResult<(PyScanTable, [Py<PyBytes>; 3])> {
+        let base = scan::ScanTable::from_ne_bytes(base, accepting).map_err(value_error)?;
+        let automata: Vec<&names::NameAutomaton> = slots.iter().map(|s| &s.get().0).collect();
+        let (rows, table) = py
+            .allow_threads(|| {
+                let rows = names::name_rows(base.transitions(), start, &automata, bound)?;
+                let table = rows.scan_table(base.transitions(), base.accepting());
+                Ok((rows, table))
+            })
             .map_err(names_error)?;
-        let table = PyBytes::new_with(py, rows.table_len(&base) * 4, |out| {
-            rows.fill_table(&base, |i, q| {
-                out[i * 4..(i + 1) * 4].copy_from_slice(&q.to_ne_bytes());
-            });
-            Ok(())
-        })?;
-        Ok([
-            table.unbind(),
-            ne_bytes(py, &rows.base_of, i32::to_ne_bytes),
-            ne_bytes(py, &rows.accepted, u64::to_ne_bytes),
-            ne_bytes(py, &rows.alive, u64::to_ne_bytes),
-        ])
+        Ok((
+            PyScanTable(table),
+            [
+                ne_bytes(py, &rows.base_of, i32::to_ne_bytes),
+                ne_bytes(py, &rows.accepted, u64::to_ne_bytes),
+                ne_bytes(py, &rows.alive, u64::to_ne_bytes),
+            ],
+        ))
     }
 
-    /// `names_outside(names, dfa) -> bytes | None`: `NameAutomaton.outside` — a shortest
-    /// name-spelled lexeme that `dfa` rejects, None if there is none.
-    #[pyfunction]
-    fn names_outside<'py>(
-        py: Python<'py>,
-        names: NameSetArgs<'py>,
-        dfa_args: DfaArgs<'py>,
-    ) -> PyResult<Option<Py<PyBytes>>> {
-        let automaton = automaton(&names)?;
-        let dfa = dfa(&dfa_args)?;
-        let witness = py.allow_threads(|| automaton.outside(&dfa));
-        Ok(witness.map(|w| PyBytes::new(py, &w).unbind()))
+    /// `NameAutomaton(exact, folded, suffix)`: `NameSet.automaton` of a name set given as
+    /// `NameSetArgs`, built once for both of its uses (the W ⊆ R check, the scanner's rows).
+    #[pyclass(name = "NameAutomaton", module = "gridrail._kernels", frozen)]
+    struct PyNameAutomaton(names::NameAutomaton);
+
+    #[pymethods]
+    impl PyNameAutomaton {
+        #[new]
+        #[pyo3(signature = (exact, folded, suffix))]
+        fn new<'py>(
+            exact: Vec<Bound<'py, PyString>>,
+            folded: Vec<Bound<'py, PyString>>,
+            suffix: Option<DfaArgs<'py>>,
+        ) -> PyResult<Self> {
+            automaton(&(exact, folded, suffix)).map(Self)
+        }
+
+        /// `outside(dfa) -> bytes | None`: `NameAutomaton.outside` — a shortest name-spelled
+        /// lexeme that `dfa` rejects, None if there is none.
+        fn outside<'py>(
+            &self,
+            py: Python<'py>,
+            dfa_args: DfaArgs<'py>,
+        ) -> PyResult<Option<Py<PyBytes>>> {
+            let dfa = dfa(&dfa_args)?;
+            let witness = py.allow_threads(|| self.0.outside(&dfa));
+            Ok(witness.map(|w| PyBytes::new(py, &w).unbind()))
+        }
     }
 
     /// `literal_alternation(exact, folded) -> str`: `NameSet.pattern`'s alternatives, the
@@ -751,7 +818,7 @@ mod bindings {
         m.add_class::<PyTrieTable>()?;
         m.add_class::<PyWalkScanner>()?;
         m.add_function(wrap_pyfunction!(name_rows, m)?)?;
-        m.add_function(wrap_pyfunction!(names_outside, m)?)?;
+        m.add_class::<PyNameAutomaton>()?;
         m.add_function(wrap_pyfunction!(literal_alternation, m)?)?;
         m.add_function(wrap_pyfunction!(union_scanner, m)?)?;
         m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;

@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::dfa::Dfa;
 use crate::interner::SliceInterner;
-use crate::scan::{ALPHABET, DEAD};
+use crate::scan::{ScanTable, ALPHABET, DEAD};
 
 /// Why a name automaton or a product was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -416,10 +416,10 @@ pub fn spell_forms(
 }
 
 /// The states a product adds to its base scanner (Python's `_name_rows`), in id order from
-/// `base_states` on: each one's base state (-1: none), the bytes whose target differs from its
+/// `base_states` on: per state its base state (-1 for none), its moves that differ from the
 /// base state's row (`overrides`, per state in byte order), and as slot bit masks the name
-/// slots that accept there and those still live. Kept sparse: `fill_table` writes the dense
-/// table once, where its caller wants it (a catalog's names add megabytes of rows, and each
+/// slots that accept there and those still live. Kept sparse until `table` writes the dense
+/// rows once, where the scanner keeps them (a catalog's names add megabytes of rows, and each
 /// copy of them costs more than computing them).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NameRows {
@@ -439,38 +439,37 @@ impl NameRows {
         self.base_of.is_empty()
     }
 
-    /// Entries of the whole table: the base's rows and these.
-    pub fn table_len(&self, base: &[i32]) -> usize {
-        base.len() + self.len() * ALPHABET
-    }
-
-    /// Writes the whole table into `out` (`table_len` entries, through `put`, which stores
-    /// entry i): the base's rows unchanged, then each new state's row — its base state's row
-    /// (all -1 for none) with its overrides.
-    pub fn fill_table(&self, base: &[i32], mut put: impl FnMut(usize, i32)) {
-        for (i, &q) in base.iter().enumerate() {
-            put(i, q);
-        }
-        let mut at = base.len();
-        for (state, &b) in self.base_of.iter().enumerate() {
-            let mut overrides = self.overrides.row(state).iter().peekable();
-            for byte in 0..ALPHABET {
-                let q = match overrides.next_if(|&&(o, _)| o as usize == byte) {
-                    Some(&(_, target)) => target as i32,
-                    None if b == DEAD => DEAD,
-                    None => base[b as usize * ALPHABET + byte],
-                };
-                put(at + byte, q);
-            }
-            at += ALPHABET;
-        }
-    }
-
-    /// The whole table as a vector (`fill_table`).
+    /// The whole table: the base's rows unchanged, then each new state's row — its base
+    /// state's row (all -1 for none) with its overrides.
     pub fn table(&self, base: &[i32]) -> Vec<i32> {
-        let mut out = vec![DEAD; self.table_len(base)];
-        self.fill_table(base, |i, q| out[i] = q);
+        let mut out = Vec::with_capacity(base.len() + self.len() * ALPHABET);
+        out.extend_from_slice(base);
+        for (state, &b) in self.base_of.iter().enumerate() {
+            let at = out.len();
+            if b == DEAD {
+                out.resize(at + ALPHABET, DEAD);
+            } else {
+                let from = b as usize * ALPHABET;
+                out.extend_from_slice(&base[from..from + ALPHABET]);
+            }
+            for &(byte, target) in self.overrides.row(state) {
+                out[at + byte as usize] = target as i32;
+            }
+        }
         out
+    }
+
+    /// The whole table as a scanner table: `table`, and a state accepts where its base state
+    /// does (`base_accepting`) or some slot does. `base` must be the table `name_rows` read.
+    pub fn scan_table(&self, base: &[i32], base_accepting: &[bool]) -> ScanTable {
+        let mut accepting = base_accepting.to_vec();
+        accepting.extend(
+            self.base_of
+                .iter()
+                .zip(&self.accepted)
+                .map(|(&b, &slots)| slots != 0 || (b != DEAD && base_accepting[b as usize])),
+        );
+        ScanTable::from_valid(self.table(base), accepting)
     }
 }
 
@@ -481,7 +480,7 @@ impl NameRows {
 pub fn name_rows(
     base: &[i32],
     base_start: i32,
-    slots: &[NameAutomaton],
+    slots: &[&NameAutomaton],
     bound: usize,
 ) -> Result<NameRows, NamesError> {
     let width = slots.len();
@@ -633,7 +632,7 @@ mod tests {
     #[test]
     fn folded_spellings_take_either_case_and_exact_ones_do_not() {
         let automaton = NameAutomaton::new(&[b"Ab"], &[b"cd"], None);
-        let rows = name_rows(&empty_base(), 0, &[automaton], 1000).unwrap();
+        let rows = name_rows(&empty_base(), 0, &[&automaton], 1000).unwrap();
         let words = accepted_strings(&rows, 1, 0);
         let expected: Vec<Vec<u8>> = ["Ab", "CD", "Cd", "cD", "cd"]
             .iter()
@@ -646,7 +645,7 @@ mod tests {
     fn suffix_follows_every_spelling() {
         let suffix = Dfa::literal(b"(");
         let automaton = NameAutomaton::new(&[], &[b"max", b"min"], Some(&suffix));
-        let rows = name_rows(&empty_base(), 0, &[automaton], 1000).unwrap();
+        let rows = name_rows(&empty_base(), 0, &[&automaton], 1000).unwrap();
         let words = accepted_strings(&rows, 1, 0);
         assert_eq!(words.len(), 16); // 8 casings each
         assert!(words.iter().all(|w| w.ends_with(b"(")));
@@ -670,7 +669,7 @@ mod tests {
         let mut base = vec![DEAD; 2 * ALPHABET];
         base[b'x' as usize] = 1;
         let automaton = NameAutomaton::new(&[b"ab"], &[], None);
-        let rows = name_rows(&base, 0, &[automaton], 1000).unwrap();
+        let rows = name_rows(&base, 0, &[&automaton], 1000).unwrap();
         // the start (id 2) keeps "x" -> 1 and moves "a" to a new state
         let table = rows.table(&base);
         assert_eq!(&table[..2 * ALPHABET], &base[..]);
@@ -705,7 +704,7 @@ mod tests {
     fn the_bound_is_an_error() {
         let automaton = NameAutomaton::new(&[b"abcdef"], &[], None);
         assert_eq!(
-            name_rows(&empty_base(), 0, &[automaton], 3),
+            name_rows(&empty_base(), 0, &[&automaton], 3),
             Err(NamesError::TooManyStates { bound: 3 })
         );
     }
@@ -714,5 +713,27 @@ mod tests {
     fn malformed_scanner_tables_are_refused() {
         assert!(name_rows(&[0; 10], 0, &[], 10).is_err());
         assert!(name_rows(&[7; ALPHABET], 0, &[], 10).is_err());
+    }
+
+    #[test]
+    fn a_state_accepts_where_its_base_state_or_a_name_does() {
+        // base: "ab" (states 0 -a-> 1 -b-> 2, 2 accepting); the name "abc"
+        let mut base = vec![DEAD; 3 * ALPHABET];
+        base[usize::from(b'a')] = 1;
+        base[ALPHABET + usize::from(b'b')] = 2;
+        let automaton = NameAutomaton::new(&[b"abc"], &[], None);
+        let rows = name_rows(&base, 0, &[&automaton], 100).unwrap();
+        let table = rows.scan_table(&base, &[false, false, true]);
+        // new states 3.. : the start, after "a", after "ab" (the base accepts), after "abc"
+        assert_eq!(
+            table.accepting(),
+            &[false, false, true, false, false, true, true]
+        );
+        assert_eq!(table.transitions(), rows.table(&base).as_slice());
+        let scan = table.run(3, b"abc").unwrap();
+        assert_eq!(
+            (scan.state, scan.consumed, scan.accept),
+            (6, 3, Some((3, 6)))
+        );
     }
 }

@@ -138,8 +138,28 @@ impl ScanTable {
         Self::new(entries, accepting)
     }
 
+    /// A table whose entries the caller built valid (`NameRows::scan_table`): not checked
+    /// again, since a catalog's product is millions of entries.
+    pub(crate) fn from_valid(transitions: Vec<i32>, accepting: Vec<bool>) -> Self {
+        let num_states = accepting.len();
+        debug_assert_eq!(transitions.len(), num_states * ALPHABET);
+        debug_assert!(transitions
+            .iter()
+            .all(|&q| q == DEAD || (q >= 0 && (q as usize) < num_states)));
+        Self {
+            transitions: Arc::new(transitions),
+            accepting,
+            num_states,
+        }
+    }
+
     pub fn num_states(&self) -> usize {
         self.num_states
+    }
+
+    /// The validated transitions, 256 per state.
+    pub fn transitions(&self) -> &[i32] {
+        &self.transitions
     }
 
     /// Per state: does some terminal accept the bytes that lead to it?

@@ -181,10 +181,16 @@ NAME_SET = st.tuples(NAMES, NAMES, st.none() | DFA)
 
 
 @_fuzz(100)
-@given(NAME_SET, DFA, BYTES, INTS, st.lists(NAME_SET, max_size=3), INTS)
-def test_name_automata_of_any_arguments_do_not_panic(names, dfa, base, start, slots, bound):
-    _edge(lambda: rust.names_outside(names, dfa))
-    _edge(lambda: rust.name_rows(base, start, slots, bound))
+@given(NAME_SET, DFA, BYTES, INTS, BYTES, st.lists(NAME_SET, max_size=3), INTS)
+def test_name_automata_of_any_arguments_do_not_panic(
+    names, dfa, base, start, accepting, slots, bound
+):
+    _edge(lambda: rust.NameAutomaton(*names).outside(dfa))
+    _edge(
+        lambda: rust.name_rows(
+            base, start, accepting, [rust.NameAutomaton(*s) for s in slots], bound
+        )
+    )
     _edge(lambda: rust.literal_alternation(names[0], names[1]))
 
 

@@ -214,7 +214,9 @@ def _rust_module():
 
 
 def _as_lists(rows) -> list[list[int]]:
-    return [list(part) for part in rows]
+    """The table's int32 entries (bytes, or the Rust `ScanTable`'s buffer), then the arrays."""
+    table, *parts = rows
+    return [list(memoryview(table).cast("i")), *(list(part) for part in parts)]
 
 
 @settings(
@@ -335,6 +337,12 @@ def test_scanners_with_names_equal_bit_for_bit(rust_kernels, monkeypatch, role) 
     reference = build_scanner(terminals)
     assert rust.transitions == reference.transitions
     assert (rust.accepts, rust.live) == (reference.accepts, reference.live)
+    # the Rust table the product built is the scanner's own: read-only, accepting as the sets
+    assert rust.kernel_table is not None and memoryview(rust.kernel_table).readonly
+    # `or`, `order`: keywords that begin the name `orders` (a base state and names alive)
+    for data in (b"name", b"or ", b"order ", b'"Quarterly Results".', b"count(", b"x1 "):
+        for state in range(rust.num_states):
+            assert rust.fast_run(state, data) == reference.run(state, data)
 
 
 def test_name_rows_bound_is_an_overflow_in_both(rust_kernels) -> None:

@@ -15,9 +15,10 @@ from gridrail.grammar import scanner as scanner_module
 from gridrail.grammar.compiled import compile_grammar
 from gridrail.grammar.dfa import compile_regex
 from gridrail.grammar.model import Grammar, TerminalDef
-from gridrail.grammar.names import NameSet
+from gridrail.grammar.names import NameSet, ascii_lower, ascii_lower_all
 from gridrail.grammar.scanner import ScannerAutomaton, build_scanner
 from gridrail.policy.bundle import Policy
+from gridrail.policy.dialect import RULES
 from gridrail.policy.language import role_language
 from gridrail.policy.profile import GenerationProfile
 from gridrail.policy.schema import Schema
@@ -59,6 +60,18 @@ def test_folding_is_ascii_only() -> None:
     assert _accepts(names, "ÉMILE".encode()) and _accepts(names, "Émile".encode())
     assert not _accepts(names, "émile".encode())  # É is not ASCII: never folded
     assert compile_regex(names.pattern).fullmatch("ÉmIlE".encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(alphabet="aZ_\0é\n ", max_size=4), max_size=6))
+def test_names_fold_in_bulk_as_one_by_one(texts) -> None:
+    """`ascii_lower_all` (one pass over the joined text) and the dialects' bulk rules agree
+    with the one-name rules, separators and non-ASCII names included."""
+    assert ascii_lower_all(texts) == [ascii_lower(t) for t in texts]
+    for rules in RULES.values():
+        assert rules.catalog_keys(texts) == [rules.catalog_key(t) for t in texts]
+        expected = [i for i, t in enumerate(texts) if rules.bare_may_denote(t)]
+        assert rules.bare_may_denote_all(texts) == expected
 
 
 def test_outside_finds_a_spelling_the_terminal_cannot_take() -> None:

@@ -14,6 +14,8 @@ class ScanTable:
     def __init__(self, transitions: bytes | list[int], accepting: bytes) -> None: ...
     @property
     def num_states(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview:
+        """The transitions, read-only, as native-endian int32 bytes (format "B")."""
     def run(self, state: int, data: bytes) -> tuple[int, int, int, int]: ...
     def canonical_order(self, state: int) -> bytes:
         """`ScannerAutomaton.canonical_order`: uint32 states, native-endian."""
@@ -39,13 +41,23 @@ class SlotScanner:
         """`SlotScan.scan` of int64 `ids`: marked, simple, closes (bytes of 0/1), final_state,
         final_start (int64), native-endian."""
 
-def name_rows(base: bytes, start: int, slots: list[NameSetArgs], bound: int) -> list[bytes]:
-    """`gridrail.grammar.scanner._name_rows`: the whole table (int32), the new states' base
+@final
+class NameAutomaton:
+    """`gridrail.grammar.names.NameAutomaton` of a name set given as `NameSetArgs`."""
+
+    def __init__(
+        self, exact: Sequence[str], folded: Sequence[str], suffix: DfaArgs | None
+    ) -> None: ...
+    def outside(self, dfa: DfaArgs) -> bytes | None:
+        """`gridrail.grammar.names.NameAutomaton.outside`."""
+
+def name_rows(
+    base: bytes, start: int, accepting: bytes, slots: list[NameAutomaton], bound: int
+) -> tuple[ScanTable, list[bytes]]:
+    """`gridrail.grammar.scanner._name_rows`: the whole table (a `ScanTable`, whose states
+    accept where their base state does, `accepting`, or a slot does), then the new states' base
     states (int32), accepted and live slots (uint64), as native-endian bytes. OverflowError
     past `bound`."""
-
-def names_outside(names: NameSetArgs, dfa: DfaArgs) -> bytes | None:
-    """`gridrail.grammar.names.NameAutomaton.outside`."""
 
 def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
     """`gridrail.grammar.names.NameSet.pattern`'s alternatives joined by `|`."""

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gridrail.canonical import canonical_json
 from gridrail.errors import GridrailError
 from gridrail.gamma.catalog import NameCatalog
 from gridrail.grammar.compiled import CompiledGrammar
@@ -123,7 +124,7 @@ def _lexicons_text(lexicons: Sequence[Lexicon]) -> str:
 
 
 def _json(doc: object) -> str:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return canonical_json(doc)
 
 
 def _write_if_changed(path: Path, text: str) -> None:

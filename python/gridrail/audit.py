@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gridrail.canonical import canonical_json, fingerprint_of
 from gridrail.errors import GridrailError
 from gridrail.parse.oracle import Configuration
 from gridrail.signing import fingerprint, seal_signature_holds, sign_seal
@@ -85,8 +86,7 @@ def configuration_hash(cfg: Configuration, names: bytes = b"") -> str:
 
 
 def _chain(body: Mapping[str, object]) -> str:
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    return fingerprint_of(body)
 
 
 @dataclass
@@ -158,7 +158,7 @@ class AuditLog:
 
     def lines(self) -> list[str]:
         rows = [*self.records, *([self.seal_record] if self.seal_record else [])]
-        return [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in rows]
+        return [canonical_json(r) for r in rows]
 
     def write(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

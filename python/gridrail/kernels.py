@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
+    from gridrail._kernels import NameAutomaton as NameAutomatonKernel
     from gridrail._kernels import ScanTable, SlotScanner, WalkMemo
     from gridrail.gamma.tokens import SlotScan, TokenShapes
     from gridrail.grammar.dfa import ByteDFA
@@ -32,10 +33,11 @@ if TYPE_CHECKING:
 ScanResult = tuple[int, int, int, int]
 ScanRunner = Callable[[int, bytes], ScanResult]
 # A scanner with the states the name automata add (`gridrail.grammar.scanner._name_rows`): the
-# whole table (native-endian int32 bytes, 256 per state: the base's rows, then the new
-# states'), per new state its base state or -1 (array "i"), and the name slots that accept
-# there and those still live, as bit masks (arrays "Q").
-NameRows = tuple[bytes, array, array, array]
+# whole table (256 int32 entries per state, the base's rows then the new states', as
+# native-endian bytes or a Rust `ScanTable` exporting them), per new state its base state or -1
+# (array "i"), and the name slots that accept there and those still live, as bit masks
+# (arrays "Q").
+NameRows = tuple["bytes | ScanTable", array, array, array]
 # The minimal union automaton of regex terminals (`gridrail.grammar.scanner._union_scanner`):
 # its table (array "i", 256 per state) and per state the terminals accepted and live; no state
 # when nothing can match.
@@ -69,15 +71,17 @@ write_mask_row: Callable[[object, object, bytearray], bool] | None = (
 )
 
 
-def make_scan_table(scanner: ScannerAutomaton, table: bytes | None = None) -> ScanTable | None:
+def make_scan_table(scanner: ScannerAutomaton) -> ScanTable | None:
     """The Rust ``ScanTable`` of `scanner` (its ``run`` is ``scanner.run``), or None without
-    the kernels; `table` is its transitions as bytes where the caller has them. The walk
-    kernel shares its transitions (`make_mask_runners`)."""
+    the kernels. The walk kernel shares its transitions (`make_mask_runners`)."""
     if _kernels is None:
         return None
     # Native-endian int32 bytes: the cheapest way to hand the table to Rust.
-    accepting = bytes(1 if mask else 0 for mask in scanner.accept_mask)
-    return _kernels.ScanTable(table or scanner.transitions.tobytes(), accepting)
+    return _kernels.ScanTable(scanner.transitions.tobytes(), _accepting(scanner))
+
+
+def _accepting(scanner: ScannerAutomaton) -> bytes:
+    return bytes(1 if mask else 0 for mask in scanner.accept_mask)
 
 
 # The context-independent walk from a configuration below a trie node, with its CI tokens
@@ -226,21 +230,31 @@ def slot_scanner(
 
 
 def name_rows(base: ScannerAutomaton, name_sets: Sequence[NameSet], bound: int) -> NameRows:
-    """Rust ``name_rows``: `gridrail.grammar.scanner._name_rows`'s result (OverflowError past
-    `bound` states). Only with KERNELS_ENABLED."""
+    """Rust ``name_rows``: `gridrail.grammar.scanner._name_rows`'s result, its table the
+    scanner's Rust ``ScanTable`` (OverflowError past `bound` states). Only with
+    KERNELS_ENABLED."""
     assert _kernels is not None
-    slots = [_name_set_args(names) for names in name_sets]
-    table, *parts = _kernels.name_rows(base.transitions.tobytes(), base.start, slots, bound)
+    slots = [names.kernel_automaton for names in name_sets]
+    table, parts = _kernels.name_rows(
+        base.transitions.tobytes(), base.start, _accepting(base), slots, bound
+    )
     base_of, accepted, alive = array("i"), array("Q"), array("Q")
     for values, data in zip((base_of, accepted, alive), parts, strict=True):
         values.frombytes(data)
     return table, base_of, accepted, alive
 
 
-def names_outside(names: NameSet, dfa: ByteDFA) -> str | None:
-    """Rust ``names_outside``: `NameAutomaton.outside`'s result. Only with KERNELS_ENABLED."""
+def name_automaton(names: NameSet) -> NameAutomatonKernel:
+    """Rust ``NameAutomaton`` of `names` (`NameSet.automaton`'s twin). Only with
+    KERNELS_ENABLED."""
     assert _kernels is not None
-    witness = _kernels.names_outside(_name_set_args(names), _dfa_args(dfa))
+    return _kernels.NameAutomaton(*_name_set_args(names))
+
+
+def names_outside(names: NameSet, dfa: ByteDFA) -> str | None:
+    """Rust ``NameAutomaton.outside``: `NameAutomaton.outside`'s result. Only with
+    KERNELS_ENABLED."""
+    witness = names.kernel_automaton.outside(_dfa_args(dfa))
     return None if witness is None else witness.decode("utf-8", "backslashreplace")
 
 

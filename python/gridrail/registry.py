@@ -12,8 +12,6 @@ transient failure (a catalog that was briefly unreachable) is retried once the T
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar, cast
 
+from gridrail.canonical import fingerprint_of
 from gridrail.errors import PolicyError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
 from gridrail.grammar.model import Grammar
@@ -305,8 +304,7 @@ def family_fingerprint(dialect: Grammar, catalogue: ConstructCatalogue | None = 
         "ignored": sorted(dialect.ignored),
         "declared": sorted(dialect.declared - categories),
     }
-    text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
-    return hashlib.blake2b(b"gridrail-family-v1\0" + text.encode(), digest_size=16).hexdigest()
+    return fingerprint_of(doc, prefix=b"gridrail-family-v1\0")
 
 
 def shared_role_language(

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
+from gridrail.canonical import canonical_json
 from gridrail.errors import UsageError
 from gridrail.policy.dialect import RULES, IdentifierRules
 from gridrail.policy.view import SchemaView
@@ -47,7 +48,7 @@ class NameCatalog:
             "tables": [[t, [[c, v] for c, v in columns]] for t, columns in self.tables],
             "writes": list(self.writes),
         }
-        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return canonical_json(doc)
 
     @classmethod
     def from_json(cls, text: str) -> NameCatalog:

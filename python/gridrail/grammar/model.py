@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from gridrail.canonical import canonical_json, fingerprint_of
 from gridrail.errors import GrammarError
 from gridrail.grammar.names import NameSet
 from gridrail.grammar.regex_syntax import REGEX_SEMANTICS
@@ -226,7 +227,7 @@ class Grammar:
             "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
             "regex_semantics": REGEX_SEMANTICS,
         }
-        return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+        return canonical_json(doc)
 
     @property
     def fingerprint(self) -> str:
@@ -254,8 +255,7 @@ class Grammar:
                 "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
                 "regex_semantics": REGEX_SEMANTICS,
             }
-            text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
-            cache = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+            cache = fingerprint_of(doc)
             object.__setattr__(self, "_compile_key", cache)
         return cache
 
@@ -269,8 +269,7 @@ class Grammar:
         if cache is None:
             terminals = [_compact_row(t) for t in self.terminals]
             doc = [terminals, sorted(self.ignored), sorted(self.declared)]
-            text = json.dumps(doc, separators=(",", ":"))
-            cache = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+            cache = fingerprint_of(doc, sort_keys=False)
             object.__setattr__(self, "_lexical_fingerprint", cache)
         return cache
 

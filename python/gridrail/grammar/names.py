@@ -12,14 +12,17 @@ linear in the spellings instead of a regex compilation whose automata grow with 
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from gridrail import kernels
+from gridrail.canonical import fingerprint_of
 from gridrail.grammar.dfa import ByteDFA, compile_regex, shortest_outside
+
+if TYPE_CHECKING:
+    from gridrail._kernels import NameAutomaton as NameAutomatonKernel
 
 NAMES_ENCODING = "gridrail-names-v1"  # bump when `as_json` changes meaning
 
@@ -43,7 +46,7 @@ class NameSet:
         # Sorted and distinct, so that equal sets have one text (and one fingerprint). Sorted
         # first: spellings made from sorted words come as a few sorted runs, which sort fast.
         object.__setattr__(self, "exact", tuple(dict.fromkeys(sorted(self.exact))))
-        folded = sorted(map(ascii_lower, self.folded))
+        folded = sorted(ascii_lower_all(self.folded))
         object.__setattr__(self, "folded", tuple(dict.fromkeys(folded)))
 
     def __bool__(self) -> bool:
@@ -87,8 +90,7 @@ class NameSet:
 
     @cached_property
     def fingerprint(self) -> str:
-        text = json.dumps([NAMES_ENCODING, self.as_json()], separators=(",", ":"))
-        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        return fingerprint_of([NAMES_ENCODING, self.as_json()], sort_keys=False)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -120,6 +122,12 @@ class NameSet:
     def automaton(self) -> NameAutomaton:
         """The spellings and suffix as an automaton (built once, on first use)."""
         return NameAutomaton.of(self)
+
+    @cached_property
+    def kernel_automaton(self) -> NameAutomatonKernel:
+        """`automaton` in Rust (only with the kernels): built once for the W ⊆ R check and
+        the scanner's rows alike."""
+        return kernels.name_automaton(self)
 
     def outside(self, dfa: ByteDFA) -> str | None:
         """A name-spelled lexeme (`rest` aside) that `dfa` rejects, None if every one is in its
@@ -239,6 +247,17 @@ def ascii_lower(text: str) -> str:
     SQLite and PostgreSQL fold names (`gridrail.policy.dialect`). str.lower is that on ASCII
     text, and far faster than a translation table."""
     return text.lower() if text.isascii() else text.translate(_ASCII_UPPER)
+
+
+def ascii_lower_all(texts: Sequence[str]) -> list[str]:
+    """`ascii_lower` of each text: one lower-casing of their joined text where all are ASCII
+    and none holds the separator (a catalog's names are tens of thousands of short strings)."""
+    if not texts:
+        return []
+    joined = "\0".join(texts)
+    if joined.isascii() and joined.count("\0") == len(texts) - 1:
+        return joined.lower().split("\0")
+    return [ascii_lower(text) for text in texts]
 
 
 def _literal(text: str, fold: bool) -> str:

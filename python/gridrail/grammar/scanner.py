@@ -128,11 +128,11 @@ class ScannerAutomaton:
     # Facts its users derive from the scanner alone and their own keys (a scanner never
     # changes, and roles and schemas share one): e.g. the planner's shortest lexemes.
     derived: dict[Hashable, object] = field(default_factory=dict, init=False, repr=False)
-    # `transitions` as native-endian int32 bytes, where the builder has them: the Rust table
-    # is made from them (a large table is then not copied once more).
-    table_bytes: InitVar[bytes | None] = None
+    # The Rust table of `transitions` where the builder made it (`transitions` is then a view
+    # of its entries: a catalog's table is neither copied nor checked once more).
+    kernel: InitVar[ScanTable | None] = None
 
-    def __post_init__(self, table_bytes: bytes | None) -> None:
+    def __post_init__(self, kernel: ScanTable | None) -> None:
         from gridrail.kernels import make_scan_table
 
         masks: dict[frozenset[int], int] = {}  # states share their sets: one mask per set
@@ -146,7 +146,7 @@ class ScannerAutomaton:
             object.__setattr__(self, field_name, tuple(values))
         if self.labels is None:
             object.__setattr__(self, "labels", ScannerLabels.of(self.accept_mask, self.live_mask))
-        table = make_scan_table(self, table_bytes)
+        table = make_scan_table(self) if kernel is None else kernel
         object.__setattr__(self, "kernel_table", table)
         object.__setattr__(self, "fast_run", self.run if table is None else table.run)
 
@@ -346,8 +346,8 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
             f"{MAX_NAME_STATES} scanner states for their spellings: let the role see fewer "
             "tables or columns"
         ) from None
-    table_bytes, base_of, accepted, alive = rows
-    table = memoryview(table_bytes).cast("i")  # read-only, and not a copy of megabytes
+    table_entries, base_of, accepted, alive = rows
+    table = memoryview(table_entries).cast("i")  # read-only, and not a copy of megabytes
     groups, labels = _new_labels(base, base_of, accepted, alive, [t.index for t in named])
     per_group = list(zip(*labels, strict=True)) or [(), (), (), ()]
     accepts, live, accept_mask, live_mask = (_gathered(values, groups) for values in per_group)
@@ -366,7 +366,7 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
             base_labels.accept + tuple(per_group[2]),
             base_labels.live + tuple(per_group[3]),
         ),
-        table_bytes,
+        None if isinstance(table_entries, bytes) else table_entries,
     )
 
 

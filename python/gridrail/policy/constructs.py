@@ -15,8 +15,6 @@ construct allowed.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import tomllib
@@ -25,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
 
+from gridrail.canonical import fingerprint_of
 from gridrail.errors import PolicyError
 from gridrail.grammar.loader import bundled_names
 from gridrail.grammar.model import Grammar, Production
@@ -268,8 +267,7 @@ class ConstructCatalogue:
             "function_keywords": indices(self.function_keywords),
             "generation": self.generation.as_json() if self.generation else None,
         }
-        text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        return fingerprint_of(doc)
 
     def lexicon(self, words: str) -> LexiconCategory | None:
         return next((c for c in self.lexicons if c.words == words), None)

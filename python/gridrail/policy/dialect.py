@@ -13,10 +13,10 @@ which quote styles may wrap a name, and when a written name denotes a catalog na
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gridrail.grammar.names import ascii_lower
+from gridrail.grammar.names import ascii_lower, ascii_lower_all
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,10 @@ class IdentifierRules:
         """The key of a name as the catalog stores it (a quoted reference to it must match it)."""
         return self.key(name, quoted=True)
 
+    def catalog_keys(self, names: Sequence[str]) -> list[str]:
+        """`catalog_key` of each name, in one pass (a catalog's names)."""
+        return ascii_lower_all(names) if self.case_insensitive else list(names)
+
     def unquote(self, written: str) -> tuple[str, bool]:
         """(name, quoted) of an identifier as it appears in SQL text."""
         for style in self.quote_styles:
@@ -86,6 +90,13 @@ class IdentifierRules:
         is already in folded form)? Whether the identifier regex can spell it is the lexicon
         builder's question."""
         return not self.folds_unquoted or ascii_lower(catalog_name) == catalog_name
+
+    def bare_may_denote_all(self, catalog_names: Sequence[str]) -> list[int]:
+        """The indices of the names `bare_may_denote` holds for (a catalog's names)."""
+        if not self.folds_unquoted:
+            return list(range(len(catalog_names)))
+        keys = ascii_lower_all(catalog_names)
+        return [i for i, (k, n) in enumerate(zip(keys, catalog_names, strict=True)) if k == n]
 
 
 _DOUBLE = QuoteStyle('"', '"')

@@ -156,10 +156,10 @@ def _words(
         return tuple(t.name for t in view.tables)
     if category.words == "columns":
         # names repeat across tables: keyed once each, first spelling of a key kept
-        names = dict.fromkeys(c.name for table in view.tables for c in view.columns(table))
+        names = list(dict.fromkeys(c.name for table in view.tables for c in view.columns(table)))
         seen: dict[str, str] = {}
-        for name in names:
-            seen.setdefault(rules.catalog_key(name), name)
+        for key, name in zip(rules.catalog_keys(names), names, strict=True):
+            seen.setdefault(key, name)
         return tuple(seen.values())
     assert category.words == "functions"
     listed = view.role.functions if view.role is not None else None
@@ -220,7 +220,7 @@ def _identifier_spellings(
     exact: list[str] = []
     folded: list[str] = []
     written = np.zeros(len(words), dtype=bool)
-    denoted = [i for i, w in enumerate(words) if rules.bare_may_denote(w)]
+    denoted = rules.bare_may_denote_all(words)
     taken, spelled = _spelled([words[i] for i in denoted], ("", "", True), l1_dfa, shadows)
     written[denoted] |= np.frombuffer(taken, np.uint8).astype(bool)
     (folded if bare_case_free else exact).extend(spelled)

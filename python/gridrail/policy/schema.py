@@ -17,10 +17,8 @@ to bind the name; and the catalog's CREATE TABLE statements, from which
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import itertools
-import json
 import sqlite3
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gridrail.canonical import fingerprint_of
 from gridrail.errors import SchemaError
 from gridrail.policy.dialect import IdentifierRules, ascii_lower, identifier_rules
 
@@ -122,8 +121,7 @@ class Schema:
         }
         if self.functions is not None:
             doc["functions"] = sorted(self.functions)
-        text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
-        cached = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+        cached = fingerprint_of(doc)
         object.__setattr__(self, "_fingerprint", cached)
         return cached
 
