@@ -17,6 +17,7 @@ import pytest
 
 import gridrail as gr
 from assets import missing
+from gridrail import models
 from gridrail.archive import save_guide
 from gridrail.audit import AuditLog, replay, verify
 from gridrail.decode import generate, llama_model
@@ -154,6 +155,19 @@ def test_runtime_errors_say_what_to_do(llama: LanguageModel, tmp_path: Path) -> 
     with pytest.raises(ModelLoadError, match="no such GGUF file"):
         load_model(str(tmp_path / "absent.gguf"), runtime="llama-cpp")
     assert load_model(runtime="auto") is llama  # a GGUF with llama.cpp installed: llama.cpp
+
+
+def test_the_model_decodes_on_every_usable_cpu(
+    llama: LanguageModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama-cpp-python's default is half the CPUs (one of two cores): `load_model` asks for
+    each CPU the process may run on, up to `MAX_DECODE_THREADS`."""
+    assert llama.model.n_threads == models.decode_threads()
+    monkeypatch.setattr(models.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert models.decode_threads() == 3
+    many = set(range(4 * models.MAX_DECODE_THREADS))
+    monkeypatch.setattr(models.os, "sched_getaffinity", lambda pid: many, raising=False)
+    assert models.decode_threads() == models.MAX_DECODE_THREADS
 
 
 def test_without_llama_cpp_the_error_says_how_to_install(

