@@ -180,12 +180,13 @@ def _load_llama_cpp(ref: str | None, name: str) -> LanguageModel:
     trained = metadata.get(f"{metadata.get('general.architecture')}.context_length")
     n_ctx = min(trained, MAX_CONTEXT) if isinstance(trained, int) and trained > 0 else MAX_CONTEXT
     _close_quiet_files_at_exit()
+    threads = decode_threads()
     try:
         llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=n_ctx,
-            n_threads=decode_threads(),
-            n_threads_batch=decode_threads(),
+            n_threads=threads,
+            n_threads_batch=threads,
             verbose=False,
         )
     except ValueError as exc:  # llama-cpp-python: "Failed to load model from file: ..."
