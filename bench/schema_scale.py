@@ -9,9 +9,9 @@ temporary file; then, in a fresh Python process per size (so peak RSS is that si
     a throwaway server started as the tests start one);
   * compile: `gridrail.compile` of the bundled sqlite grammar for gpt2's vocabulary under a
     select-only role over the schema (the dialect's own compiled grammar, its trie, the
-    vocabulary and the role over a one-table schema built before the clock starts — the role's
-    base scanner is shared by every schema: this is the cost of a *new schema* for an
-    existing dialect and role);
+    vocabulary and the role over a one-table SQLite schema built before the clock starts — the
+    role's base scanner and parse tables are shared by every schema of the engine: this is the
+    cost of a *new schema* for an existing dialect and role);
   * first mask: `guide.matcher().allowed()` at the start and after `SELECT ` (a column position:
     the identifier lexicons in play);
   * peak RSS of the process (`ru_maxrss`);
@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,6 +147,18 @@ def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
     }
 
 
+def warm_up_schema(beside: Path):
+    """A one-table SQLite catalog in `beside`'s folder, introspected."""
+    import gridrail as gr
+
+    path = beside.with_name("warm_up.sqlite")
+    if not path.exists():
+        with closing(sqlite3.connect(path)) as db:
+            db.execute("CREATE TABLE warm_up (id INTEGER PRIMARY KEY, name TEXT)")
+            db.commit()
+    return gr.Schema.from_sqlite(path)
+
+
 def measure(db_path: str, tokenizer: str, second_db: str = "") -> dict:
     """One size, in this process (the child)."""
     import gridrail as gr
@@ -156,9 +169,9 @@ def measure(db_path: str, tokenizer: str, second_db: str = "") -> dict:
     shared_compiled_grammar(grammar)
     shared_trie(vocab)
     policy = gr.Policy.from_text(POLICY)
-    # the role over another schema: its base scanner is built once for every schema
-    tiny = gr.Schema.from_tables("sqlite", {"warm_up": ["id", "name"]})
-    gr.compile(grammar, vocab, schema=tiny, policy=policy, role="reader")
+    # the role over another schema of the same engine (its functions too): its base scanner
+    # and parse tables are built once for every schema
+    gr.compile(grammar, vocab, schema=warm_up_schema(Path(db_path)), policy=policy, role="reader")
     out: dict = {}
     started = time.perf_counter()
     schema = gr.Schema.from_sqlite(db_path)

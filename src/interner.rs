@@ -16,6 +16,16 @@ pub struct SliceInterner {
 }
 
 impl SliceInterner {
+    /// An interner with room for `slices` slices of `width` values each before it grows.
+    pub fn with_capacity(slices: usize, width: usize) -> Self {
+        Self {
+            heads: HashMap::with_capacity_and_hasher(slices, Default::default()),
+            next: Vec::with_capacity(slices),
+            offsets: Vec::with_capacity(slices),
+            arena: Vec::with_capacity(slices * width),
+        }
+    }
+
     /// The slice's id, and whether it is new.
     pub fn id(&mut self, slice: &[u32]) -> (u32, bool) {
         let mut hasher = rustc_hash::FxHasher::default();

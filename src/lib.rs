@@ -3,6 +3,7 @@
 //! arguments.
 
 pub mod bitmask;
+pub mod canonical;
 pub mod dfa;
 pub mod interner;
 pub mod lalr;
@@ -19,7 +20,7 @@ mod bindings {
     use pyo3::exceptions::{PyBufferError, PyOverflowError, PyValueError};
     use pyo3::ffi;
     use pyo3::prelude::*;
-    use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple};
+    use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
     use std::collections::HashMap;
     use std::os::raw::{c_char, c_int, c_void};
@@ -27,7 +28,7 @@ mod bindings {
     /// The format of a ScanTable's buffer: unsigned bytes (a static C string: never freed).
     const BYTE_FORMAT: &std::ffi::CStr = c"B";
 
-    use crate::{bitmask, dfa, lalr, names, residue, scan, slot_scan, union, walk};
+    use crate::{bitmask, canonical, dfa, lalr, names, residue, scan, slot_scan, union, walk};
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -265,6 +266,100 @@ mod bindings {
         ))
     }
 
+    /// Nesting deeper than this is left to Python's encoder (which raises RecursionError where
+    /// it must): a document this package builds is a few levels deep.
+    const CANONICAL_DEPTH: usize = 64;
+
+    /// `canonical_json(doc, sort_keys) -> str | None`: `gridrail.canonical.canonical_json`'s
+    /// text for a document of dicts with str keys, lists, tuples, str, int (64-bit), bool and
+    /// None (exact types); None for anything else (a float, a subclass, a string with a lone
+    /// surrogate), which the caller then encodes with Python's `json`.
+    #[pyfunction]
+    fn canonical_json(doc: &Bound<'_, PyAny>, sort_keys: bool) -> Option<String> {
+        let mut out = String::new();
+        write_json(doc, sort_keys, 0, &mut out).then_some(out)
+    }
+
+    /// Writes `value` (false: a value `canonical_json` leaves to Python).
+    fn write_json(
+        value: &Bound<'_, PyAny>,
+        sort_keys: bool,
+        depth: usize,
+        out: &mut String,
+    ) -> bool {
+        if depth > CANONICAL_DEPTH {
+            return false;
+        }
+        // the common kinds first: a catalog's documents are mostly strings in lists
+        if let Ok(text) = value.downcast_exact::<PyString>() {
+            match text.to_str() {
+                Ok(text) => canonical::push_string(out, text),
+                Err(_) => return false, // a lone surrogate: not UTF-8
+            }
+        } else if value.is_none() {
+            out.push_str("null");
+        } else if let Ok(flag) = value.downcast_exact::<PyBool>() {
+            out.push_str(if flag.is_true() { "true" } else { "false" });
+        } else if let Ok(number) = value.downcast_exact::<PyInt>() {
+            match number.extract::<i64>() {
+                Ok(number) => out.push_str(&number.to_string()),
+                Err(_) => return false,
+            }
+        } else if let Ok(list) = value.downcast_exact::<PyList>() {
+            return write_items(list.iter(), sort_keys, depth, out);
+        } else if let Ok(tuple) = value.downcast_exact::<PyTuple>() {
+            return write_items(tuple.iter(), sort_keys, depth, out);
+        } else if let Ok(dict) = value.downcast_exact::<PyDict>() {
+            let mut entries = Vec::with_capacity(dict.len());
+            for (key, item) in dict.iter() {
+                let Ok(key) = key.downcast_exact::<PyString>().map(|k| k.to_str()) else {
+                    return false; // Python turns other keys into strings its own way
+                };
+                let Ok(key) = key else { return false };
+                entries.push((key.to_owned(), item));
+            }
+            if sort_keys {
+                // code point order, as Python sorts str keys: UTF-8's byte order
+                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            }
+            out.push('{');
+            for (i, (key, item)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical::push_string(out, key);
+                out.push(':');
+                if !write_json(item, sort_keys, depth + 1, out) {
+                    return false;
+                }
+            }
+            out.push('}');
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// Writes a JSON array of `items` (false: one of them is left to Python).
+    fn write_items<'py>(
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+        sort_keys: bool,
+        depth: usize,
+        out: &mut String,
+    ) -> bool {
+        out.push('[');
+        for (i, item) in items.enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            if !write_json(&item, sort_keys, depth + 1, out) {
+                return false;
+            }
+        }
+        out.push(']');
+        true
+    }
+
     /// `union_scanner(parts, max_states, max_work) -> (transitions, accepts, live) | None`:
     /// `scanner._union_scanner` — the minimal union automaton of `parts` (terminal index, DFA),
     /// its table as native-endian int32 bytes and per state the terminals accepted and live;
@@ -380,6 +475,48 @@ mod bindings {
         let words = utf8_all(&words)?;
         let (flags, kept) = names::spell_forms(&words, open, close, doubles, &takes, &shadows);
         Ok((PyBytes::new(py, &flags).unbind(), kept))
+    }
+
+    /// `distinct_spellings(texts, fold) -> tuple | None`: `NameSet.__post_init__`'s field —
+    /// `texts` (a tuple or list of str; ASCII letters lower-cased if `fold`) sorted, each once —
+    /// `texts` itself when it is already that tuple, else a new tuple reusing the given str
+    /// objects that need no change. None for a str with a lone surrogate (Python then does it).
+    #[pyfunction]
+    fn distinct_spellings<'py>(
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+        fold: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let items: Vec<Bound<'py, PyString>> = texts.extract()?;
+        let Ok(strs) = utf8_all(&items) else {
+            return Ok(None);
+        };
+        // keys: the text, or its lower-case copy where folding changes it
+        let lowered: Vec<Option<String>> = strs
+            .iter()
+            .map(|s| {
+                (fold && s.bytes().any(|b| b.is_ascii_uppercase())).then(|| s.to_ascii_lowercase())
+            })
+            .collect();
+        let keys: Vec<&[u8]> = strs
+            .iter()
+            .zip(&lowered)
+            .map(|(s, low)| low.as_deref().unwrap_or(s).as_bytes())
+            .collect();
+        let order = names::distinct_order(&keys);
+        let unchanged = order.len() == items.len()
+            && order
+                .iter()
+                .enumerate()
+                .all(|(i, &j)| i == j && lowered[j].is_none());
+        if unchanged && texts.is_exact_instance_of::<PyTuple>() {
+            return Ok(Some(texts.clone()));
+        }
+        let out = order.iter().map(|&j| match &lowered[j] {
+            Some(low) => PyString::new(py, low).into_any(),
+            None => items[j].clone().into_any(),
+        });
+        Ok(Some(PyTuple::new(py, out)?.into_any()))
     }
 
     /// `write_mask_row(bitmask, row, bits) -> bool`: `TokenSet.write_row` (and the checks of
@@ -820,6 +957,8 @@ mod bindings {
         m.add_function(wrap_pyfunction!(name_rows, m)?)?;
         m.add_class::<PyNameAutomaton>()?;
         m.add_function(wrap_pyfunction!(literal_alternation, m)?)?;
+        m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
+        m.add_function(wrap_pyfunction!(distinct_spellings, m)?)?;
         m.add_function(wrap_pyfunction!(union_scanner, m)?)?;
         m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;
         m.add_function(wrap_pyfunction!(spell_forms, m)?)?;

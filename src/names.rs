@@ -347,33 +347,50 @@ fn merged(rows: &Rows, ends: &[bool], roots: &[u32]) -> (Rows, Vec<bool>, Vec<u3
     (new_rows, new_ends, new_roots)
 }
 
+/// The order of a name set's canonical spellings (`NameSet.__post_init__`): the indices of
+/// `keys` sorted by byte order (UTF-8's is code point order, Python's for str), the first of
+/// each run of equal keys only. The sort is stable and finds sorted runs, so spellings made
+/// in a few sorted batches cost little more than one pass.
+pub fn distinct_order(keys: &[&[u8]]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
+    order.dedup_by(|later, kept| keys[*later] == keys[*kept]);
+    order
+}
+
 /// The regex text of spellings as alternatives matching each exactly, the `exact` ones byte
 /// for byte, then the `folded` ones with ASCII case ignored (Python's `NameSet.literal_options`
 /// joined by `|`, the reference): ASCII punctuation and controls as `\xNN` escapes, folded
 /// letters as `[xX]`; digits, exact letters and non-ASCII characters as themselves.
 pub fn literal_alternation(exact: &[&str], folded: &[&str]) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let size: usize = exact.iter().chain(folded).map(|s| s.len() * 4 + 1).sum();
+    let mut out: Vec<u8> = Vec::with_capacity(size);
     let spellings = exact.iter().map(|s| (s, false));
     for (i, (spelling, fold)) in spellings
         .chain(folded.iter().map(|s| (s, true)))
         .enumerate()
     {
         if i > 0 {
-            out.push('|');
+            out.push(b'|');
         }
-        for c in spelling.chars() {
-            match c {
-                'a'..='z' | 'A'..='Z' if fold => {
-                    out.extend(['[', c.to_ascii_lowercase(), c.to_ascii_uppercase(), ']'])
+        for b in spelling.bytes() {
+            match b {
+                b'a'..=b'z' | b'A'..=b'Z' if fold => {
+                    out.extend([b'[', b.to_ascii_lowercase(), b.to_ascii_uppercase(), b']'])
                 }
-                '0'..='9' | 'a'..='z' | 'A'..='Z' => out.push(c),
-                c if c.is_ascii() => write!(out, "\\x{:02x}", c as u32).expect("a String"),
-                c => out.push(c),
+                // letters, digits, and each byte of a non-ASCII character, as they are
+                b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | 0x80.. => out.push(b),
+                _ => out.extend([
+                    b'\\',
+                    b'x',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 15)],
+                ]),
             }
         }
     }
-    out
+    String::from_utf8(out).expect("whole characters of UTF-8 text, and ASCII")
 }
 
 /// Each word's form in one quote style — `open`, the word with `close` doubled inside, `close`
@@ -392,15 +409,17 @@ pub fn spell_forms(
     let mut flags = Vec::with_capacity(words.len());
     let mut kept = Vec::new();
     let mut form = String::new();
+    let doubled = close.repeat(2);
     for word in words {
         form.clear();
-        let fits = close.is_empty() || doubles || !word.contains(close);
+        let holds_close = !close.is_empty() && word.contains(close);
+        let fits = !holds_close || doubles;
         if fits {
             form.push_str(open);
-            if close.is_empty() {
-                form.push_str(word);
+            if holds_close {
+                form.push_str(&word.replace(close, &doubled));
             } else {
-                form.push_str(&word.replace(close, &close.repeat(2)));
+                form.push_str(word);
             }
             form.push_str(close);
         }
@@ -443,6 +462,7 @@ impl NameRows {
     /// state's row (all -1 for none) with its overrides.
     pub fn table(&self, base: &[i32]) -> Vec<i32> {
         let mut out = Vec::with_capacity(base.len() + self.len() * ALPHABET);
+        huge_pages(&out);
         out.extend_from_slice(base);
         for (state, &b) in self.base_of.iter().enumerate() {
             let at = out.len();
@@ -470,6 +490,27 @@ impl NameRows {
                 .map(|(&b, &slots)| slots != 0 || (b != DEAD && base_accepting[b as usize])),
         );
         ScanTable::from_valid(self.table(base), accepting)
+    }
+}
+
+/// Asks the kernel to back `table`'s spare capacity with transparent huge pages where it may
+/// (Linux, THP in `madvise` mode): a large catalog's table is tens of megabytes written once,
+/// and faulting it in 4 KiB pages took two thirds as long as computing it. Advice only: nothing
+/// changes where it is refused.
+fn huge_pages(table: &Vec<i32>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = table.as_ptr() as usize;
+        let end = start + table.capacity() * std::mem::size_of::<i32>();
+        let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if from < to {
+            // SAFETY: the range lies inside the vector's own allocation; MADV_HUGEPAGE changes
+            // how its pages are backed, never their contents.
+            unsafe {
+                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+            }
+        }
     }
 }
 
@@ -506,12 +547,18 @@ pub fn name_rows(
             interner
         })
         .collect();
-    let mut successors: Vec<Vec<Option<SetMoves>>> = vec![Vec::new(); width];
+    // per slot and position set id: its moves, (byte, id of the set after it), as a range of
+    // `memo` (NO_MOVES: not computed yet)
+    let mut memo_range: Vec<Vec<(u32, u32)>> = vec![Vec::new(); width];
+    let mut memo: Vec<(u8, u32)> = Vec::new();
+    let mut positions: Vec<u32> = Vec::new();
     let mut start: Vec<u32> = vec![base_start as u32];
     for (automaton, interner) in slots.iter().zip(sets.iter_mut()) {
         start.push(interner.id(&automaton.start).0);
     }
-    let mut keys = SliceInterner::default();
+    // a product has about as many states as its slots have positions
+    let positions_in_all: usize = slots.iter().map(|a| a.len()).sum();
+    let mut keys = SliceInterner::with_capacity(positions_in_all, width + 1);
     keys.id(&start);
     let mut out = NameRows {
         overrides: Rows {
@@ -540,20 +587,22 @@ pub fn name_rows(
             if slots[k].accepts(sets[k].get(set)) {
                 accepted |= 1 << k;
             }
-            let memo = &mut successors[k];
-            if memo.len() <= set as usize {
-                memo.resize(set as usize + 1, None);
+            let ranges = &mut memo_range[k];
+            if ranges.len() <= set as usize {
+                ranges.resize(set as usize + 1, NO_MOVES);
             }
-            if memo[set as usize].is_none() {
+            if ranges[set as usize] == NO_MOVES {
                 slots[k].successors(sets[k].get(set), &mut after);
-                let mut found = Vec::new();
+                let from = memo.len() as u32;
                 for run in after.chunk_by(|x, y| x.0 == y.0) {
-                    let positions: Vec<u32> = run.iter().map(|&(_, q)| q).collect();
-                    found.push((run[0].0, sets[k].id(&positions).0));
+                    positions.clear();
+                    positions.extend(run.iter().map(|&(_, q)| q));
+                    memo.push((run[0].0, sets[k].id(&positions).0));
                 }
-                memo[set as usize] = Some(found.into());
+                ranges[set as usize] = (from, memo.len() as u32);
             }
-            for &(byte, next) in memo[set as usize].as_deref().unwrap_or_default() {
+            let (from, to) = memo_range[k][set as usize];
+            for &(byte, next) in &memo[from as usize..to as usize] {
                 let byte = byte as usize;
                 let key = &mut moved[byte * (width + 1)..(byte + 1) * (width + 1)];
                 if key.iter().all(|&id| id == 0) {
@@ -586,12 +635,19 @@ pub fn name_rows(
     Ok(out)
 }
 
-/// A position set's moves: per byte, the id of the set after it.
-type SetMoves = Box<[(u8, u32)]>;
+/// A position set whose moves are not computed yet.
+const NO_MOVES: (u32, u32) = (u32::MAX, u32::MAX);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distinct_order_sorts_by_bytes_and_keeps_the_first_of_equals() {
+        let keys: Vec<&[u8]> = vec![b"b", b"a_b", b"a", b"b", "\u{e9}".as_bytes(), b"a", b"Z"];
+        assert_eq!(distinct_order(&keys), vec![6, 2, 1, 0, 4]);
+        assert_eq!(distinct_order(&[]), Vec::<usize>::new());
+    }
 
     /// A one-state scanner with no transitions (no regex terminal).
     fn empty_base() -> Vec<i32> {

@@ -7,6 +7,7 @@ Tests of the Rust side skip when the extension is not built. To build it for `PY
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gridrail import kernels
+from gridrail.canonical import canonical_json
 from gridrail.grammar import scanner as scanner_module
 from gridrail.grammar.compiled import compile_grammar
 from gridrail.grammar.dfa import compile_regex
 from gridrail.grammar.model import Grammar, TerminalDef
-from gridrail.grammar.names import NameSet
+from gridrail.grammar.names import NameSet, ascii_lower_all
 from gridrail.grammar.scanner import build_scanner
 from gridrail.policy import lexicon as lexicon_module
 from gridrail.policy.language import role_language
@@ -237,6 +239,89 @@ def test_name_rows_equal_the_reference(rust_kernels, sets, empty_base) -> None:
 def test_names_outside_equals_the_reference(rust_kernels, names, pattern) -> None:
     dfa = compile_regex(pattern)
     assert rust_kernels.names_outside(names, dfa) == names.automaton.outside(dfa)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(st.text('aAbBzZ_é"[1', max_size=4), max_size=12)
+    | st.lists(st.text(max_size=5), max_size=8),
+    fold=st.booleans(),
+    as_tuple=st.booleans(),
+)
+def test_distinct_spellings_equals_the_reference(rust_kernels, texts, fold, as_tuple) -> None:
+    given = tuple(texts) if as_tuple else texts
+    expected = tuple(dict.fromkeys(sorted(ascii_lower_all(texts) if fold else texts)))
+    assert rust_kernels.distinct_spellings(given, fold) == expected
+    assert rust_kernels.distinct_spellings(expected, fold) is expected  # canonical: kept
+
+
+def test_distinct_spellings_leaves_a_lone_surrogate_to_python(rust_kernels) -> None:
+    assert rust_kernels.distinct_spellings(("b", "a\ud800"), False) is None
+    assert NameSet(exact=("b", "a\ud800", "b")).exact == ("a\ud800", "b")
+
+
+# Documents of what the Rust encoder writes (str, int, bool, None in lists, tuples and dicts
+# with str keys), and with values it leaves to Python: floats, ints past 64 bits, lone
+# surrogates, a str subclass, non-str keys.
+PLAIN_VALUES = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8)
+LEFT_TO_PYTHON = (
+    st.floats(allow_nan=False)
+    | st.integers(2**63, 2**70)
+    | st.just("a\ud800b")
+    | st.builds(type("Named", (str,), {}), st.text(max_size=3))
+    | st.dictionaries(st.integers(0, 3), st.none(), min_size=1, max_size=2)
+)
+
+
+def _documents(leaves):
+    return st.recursive(
+        leaves,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+        ),
+        max_leaves=24,
+    )
+
+
+def _json_dumps(doc: object, sort_keys: bool) -> str:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=sort_keys, check_circular=False)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=_documents(PLAIN_VALUES), sort_keys=st.booleans())
+def test_canonical_json_writes_plain_documents_as_python_does(rust_kernels, doc, sort_keys):
+    # every character, escaped as Python's ASCII encoder escapes it; keys in code point order
+    assert rust_kernels.canonical_json(doc, sort_keys) == _json_dumps(doc, sort_keys)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    doc=_documents(PLAIN_VALUES | LEFT_TO_PYTHON).filter(lambda d: not isinstance(d, float)),
+    sort_keys=st.booleans(),
+)
+def test_canonical_json_leaves_other_values_to_python(rust_kernels, doc, sort_keys):
+    text = rust_kernels.canonical_json(doc, sort_keys)
+    assert text is None or text == _json_dumps(doc, sort_keys)
+    assert canonical_json(doc, sort_keys=sort_keys) == _json_dumps(doc, sort_keys)
+
+
+def test_canonical_json_hands_back_what_it_does_not_write(rust_kernels) -> None:
+    for doc in ([1.5], {"a": {1: 2}}, ["x\udfff"], [2**64], [type("S", (str,), {})("s")]):
+        assert rust_kernels.canonical_json(doc, True) is None
+        assert canonical_json(doc) == _json_dumps(doc, True)
+    deep: list = []
+    for _ in range(200):  # deeper than the kernel goes: Python's encoder writes it
+        deep = [deep]
+    assert rust_kernels.canonical_json(deep, True) is None
+    assert canonical_json(deep) == _json_dumps(deep, True)
 
 
 @settings(

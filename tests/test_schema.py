@@ -162,6 +162,15 @@ def test_sqlite_fingerprint_follows_content_not_path(tmp_path: Path) -> None:
     assert len(first.fingerprint) == 32 and int(first.fingerprint, 16) >= 0
 
 
+def test_fingerprints_keep_their_values() -> None:
+    """Audit logs and archives name schemas by fingerprint: the encoding may get faster (the Rust
+    canonical JSON, tuples for columns), its text may not change. Values from 3f86445."""
+    hr = Schema.from_sqlite(Path(__file__).resolve().parent.parent / "examples" / "hr.sqlite")
+    assert hr.fingerprint == "d9d74f392281e6227355359fa8d2c1a0"
+    odd = Schema.from_tables("sqlite", {'Quarterly "Results"': ["naïve", "ẞ😀", "a\\b"]})
+    assert odd.fingerprint == "30583d542a264a256f41e841e6ae1731"
+
+
 def test_sqlite_fingerprint_sees_types_and_views(tmp_path: Path) -> None:
     prints = {
         Schema.from_sqlite(make_sqlite(tmp_path / f"{i}.sqlite", script)).fingerprint

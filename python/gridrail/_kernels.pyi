@@ -62,6 +62,12 @@ def name_rows(
 def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
     """`gridrail.grammar.names.NameSet.pattern`'s alternatives joined by `|`."""
 
+def canonical_json(doc: object, sort_keys: bool) -> str | None:
+    """`gridrail.canonical.canonical_json`'s text; None where a value is left to Python."""
+
+def distinct_spellings(texts: Sequence[str], fold: bool) -> tuple[str, ...] | None:
+    """`gridrail.grammar.names.distinct_spellings`; None for a text with a lone surrogate."""
+
 def union_scanner(
     parts: list[tuple[int, DfaArgs]], max_states: int, max_work: int
 ) -> tuple[bytes, list[list[int]], list[list[int]]] | None:

@@ -89,6 +89,7 @@ class Guide:
         cache: MaskCache[MaskEntry] | None = None,
         family_cache: MaskCache[NormalFormEntry] | None = None,
         names: NameCatalog | None = None,
+        signature: tuple[int, str] | None = None,
     ):
         self.compiled = compiled
         self.vocab = vocab
@@ -98,7 +99,9 @@ class Guide:
         self._judge: SqliteJudge | None = None  # SQLite's binder, over a SQLite schema
         self.oracle = Oracle(compiled)
         self.lexicons = tuple(lexicons)  # the L3 lexicons compiled into this guide's grammar
-        self.keys = KeyMaker(self.oracle, *lexicon_signature(compiled, lexicons))
+        # `signature`: lexicon_signature(compiled, lexicons) where the caller already computed
+        # it (hashing a large catalog's spellings takes milliseconds)
+        self.keys = KeyMaker(self.oracle, *(signature or lexicon_signature(compiled, lexicons)))
         # T1: walks of this grammar, vocabulary and lexicons (shared when built by `compile`)
         self.cache = cache if cache is not None else MaskCache()
         # T2: walks of lexicon-inert configurations, shared by the dialect's role languages
@@ -470,7 +473,7 @@ def _compile(
         grammar, policy, role, schema, registry, catalogue, profile, declared_names
     )
     compiled = shared_compiled_grammar(language, registry)
-    _, lexicon_fingerprint = lexicon_signature(compiled, lexicons)
+    signature = lexicon_signature(compiled, lexicons)
     return Guide(
         compiled,
         vocab,
@@ -478,9 +481,10 @@ def _compile(
         grammar,
         lexicons,
         trie=shared_trie(vocab, registry),
-        cache=shared_mask_cache(compiled, vocab, lexicon_fingerprint, registry),
+        cache=shared_mask_cache(compiled, vocab, signature[1], registry),
         family_cache=shared_family_cache(grammar, vocab, registry, catalogue),
         names=NameCatalog.from_view(view) if gamma and view is not None else None,
+        signature=signature,
     )
 
 
@@ -517,7 +521,8 @@ def lexicon_signature(compiled: CompiledGrammar, lexicons: Sequence[Lexicon]) ->
     digest = hashlib.blake2b(b"gridrail-lexicons-v1\0", digest_size=16)
     for lexicon in sorted(lexicons, key=lambda lex: lex.category.terminal):
         mask |= 1 << compiled.grammar.terminal(lexicon.category.terminal).index
-        digest.update(f"{lexicon.category.terminal}\0{lexicon.pattern}\0".encode())
+        for part in (lexicon.category.terminal, "\0", lexicon.pattern, "\0"):
+            digest.update(part.encode())  # in parts: no copy of a large pattern's text
     return mask, digest.hexdigest() if mask else ""
 
 

@@ -272,6 +272,18 @@ def literal_alternation(exact: Sequence[str], folded: Sequence[str]) -> str:
     return _kernels.literal_alternation(exact, folded)
 
 
+def canonical_json(doc: object, sort_keys: bool) -> str | None:
+    """Rust ``canonical_json``: `gridrail.canonical.canonical_json`'s text, or None for a
+    document with a value it leaves to Python's encoder (or without the extension)."""
+    return None if _kernels is None else _kernels.canonical_json(doc, sort_keys)
+
+
+def distinct_spellings(texts: Sequence[str], fold: bool) -> tuple[str, ...] | None:
+    """Rust ``distinct_spellings``: `gridrail.grammar.names.distinct_spellings`'s result, or
+    None for a text with a lone surrogate, left to Python (or without the extension)."""
+    return None if _kernels is None else _kernels.distinct_spellings(texts, fold)
+
+
 def union_scanner(
     parts: Sequence[tuple[int, ByteDFA]], max_states: int, max_work: int
 ) -> UnionRows | None:

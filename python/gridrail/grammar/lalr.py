@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from gridrail import kernels
 from gridrail.errors import GrammarConflict, GrammarError
@@ -50,6 +51,25 @@ class LalrTables:
     kernels: tuple[tuple[tuple[int, int], ...], ...]
     """Per state: its LR(0) kernel items as (production, dot position)."""
     start_state: int = 0
+
+    @cached_property
+    def move_masks(self) -> tuple[list[int], list[tuple[tuple[int, int], ...]]]:
+        """Per state: the terminals it shifts, and per reduction the terminals it reduces on,
+        as bit masks (the parser's view of `action`). Computed once per table object: grammars
+        that differ only in their terminals' lexemes (a role over another schema) share it."""
+        shift_masks: list[int] = []
+        reductions: list[tuple[tuple[int, int], ...]] = []
+        for row in self.action:
+            shifts = 0
+            groups: dict[int, int] = {}
+            for terminal, move in row.items():
+                if move >= 0:
+                    shifts |= 1 << terminal
+                elif move != ACCEPT:
+                    groups[move] = groups.get(move, 0) | 1 << terminal
+            shift_masks.append(shifts)
+            reductions.append(tuple(sorted(groups.items())))
+        return shift_masks, reductions
 
     @property
     def end(self) -> int:

@@ -43,11 +43,9 @@ class NameSet:
     exclusion: str = ""
 
     def __post_init__(self) -> None:
-        # Sorted and distinct, so that equal sets have one text (and one fingerprint). Sorted
-        # first: spellings made from sorted words come as a few sorted runs, which sort fast.
-        object.__setattr__(self, "exact", tuple(dict.fromkeys(sorted(self.exact))))
-        folded = sorted(ascii_lower_all(self.folded))
-        object.__setattr__(self, "folded", tuple(dict.fromkeys(folded)))
+        # Sorted and distinct, so that equal sets have one text (and one fingerprint).
+        object.__setattr__(self, "exact", distinct_spellings(self.exact, fold=False))
+        object.__setattr__(self, "folded", distinct_spellings(self.folded, fold=True))
 
     def __bool__(self) -> bool:
         return bool(self.exact or self.folded or self.rest)
@@ -247,6 +245,18 @@ def ascii_lower(text: str) -> str:
     SQLite and PostgreSQL fold names (`gridrail.policy.dialect`). str.lower is that on ASCII
     text, and far faster than a translation table."""
     return text.lower() if text.isascii() else text.translate(_ASCII_UPPER)
+
+
+def distinct_spellings(texts: Sequence[str], fold: bool) -> tuple[str, ...]:
+    """`texts` (ASCII letters lower-cased if `fold`) sorted, each once: a name set's field. The
+    Rust kernel where enabled (a catalog's tens of thousands of spellings, made in a few sorted
+    batches: it sorts their runs and keeps the str objects), else this reference."""
+    if kernels.KERNELS_ENABLED:
+        done = kernels.distinct_spellings(texts, fold)
+        if done is not None:
+            return done
+    # sorted first: spellings made from sorted words come as a few sorted runs, which sort fast
+    return tuple(dict.fromkeys(sorted(ascii_lower_all(texts) if fold else texts)))
 
 
 def ascii_lower_all(texts: Sequence[str]) -> list[str]:

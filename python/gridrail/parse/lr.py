@@ -33,19 +33,7 @@ class LRMachine:
         self.end = tables.end
         self.nonterminal_base = tables.end + 1  # stack symbols: terminals, $END, then nonterminals
         self._all_terminals = (1 << tables.end) - 1  # $END is never "allowed": see accepts_end
-        # Per state: the terminals it shifts, and the terminals of each reduction, as bit masks.
-        self._shift_mask: list[int] = []
-        self._reductions: list[tuple[tuple[int, int], ...]] = []
-        for row in tables.action:
-            shifts = 0
-            groups: dict[int, int] = {}
-            for terminal, move in row.items():
-                if move >= 0:
-                    shifts |= 1 << terminal
-                elif move != ACCEPT:
-                    groups[move] = groups.get(move, 0) | 1 << terminal
-            self._shift_mask.append(shifts)
-            self._reductions.append(tuple(sorted(groups.items())))
+        self._shift_mask, self._reductions = tables.move_masks
 
     def can_shift(self, node: StackNode, terminal: int) -> bool:
         """Would `terminal` be shifted (or, for $END, accepted) after the reduce chain?"""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import operator
 import sqlite3
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +33,7 @@ from gridrail.canonical import fingerprint_of
 from gridrail.errors import SchemaError
 from gridrail.policy.dialect import IdentifierRules, ascii_lower, identifier_rules
 
+_NAME_AND_TYPE = operator.attrgetter("name", "type")
 _FINGERPRINT_FORMAT = "gridrail.schema.v2"
 
 ROW_KEY_NAMES = ("rowid", "_rowid_", "oid")
@@ -111,7 +113,7 @@ class Schema:
                 [
                     t.name,
                     t.is_view,
-                    [[c.name, c.type] for c in t.columns],
+                    list(map(_NAME_AND_TYPE, t.columns)),  # (name, type) tuples: JSON arrays
                     t.has_rowid,
                     t.rowid_column,
                 ]

@@ -80,7 +80,7 @@ class SchemaView:
         return self.role is None or self.role.functions is None or function in self.role.functions
 
     def _column_rule(self, table_name: str) -> ColumnRule | None:
-        if self.role is None:
+        if self.role is None or not self.role.columns:
             return None
         key = self.schema.rules.catalog_key
         wanted = key(table_name)
