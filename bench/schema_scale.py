@@ -14,6 +14,9 @@ temporary file; then, in a fresh Python process per size (so peak RSS is that si
     cost of a *new schema* for an existing dialect and role);
   * first mask: `guide.matcher().allowed()` at the start and after `SELECT ` (a column position:
     the identifier lexicons in play);
+  * with `--more N`, N more catalogs of the size (other seeds), each compiled once in the same
+    process after the first: the cost of a new schema in a process that has compiled one
+    already (reported: each compile and their median);
   * peak RSS of the process (`ru_maxrss`);
   * with `--sharing`, cross-schema cache sharing (issue 14 item 2): 20 statements over the
     catalog are decoded token by token (a mask before every token), then 20 of the same shapes
@@ -34,6 +37,7 @@ import json
 import random
 import resource
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -147,6 +151,13 @@ def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
     }
 
 
+def write_catalog(path: Path | str, ddl: list[str]) -> None:
+    with closing(sqlite3.connect(path)) as db:
+        for statement in ddl:
+            db.execute(statement)
+        db.commit()
+
+
 def warm_up_schema(beside: Path):
     """A one-table SQLite catalog in `beside`'s folder, introspected."""
     import gridrail as gr
@@ -159,7 +170,7 @@ def warm_up_schema(beside: Path):
     return gr.Schema.from_sqlite(path)
 
 
-def measure(db_path: str, tokenizer: str, second_db: str = "") -> dict:
+def measure(db_path: str, tokenizer: str, second_db: str = "", *more: str) -> dict:
     """One size, in this process (the child)."""
     import gridrail as gr
     from gridrail.registry import shared_compiled_grammar, shared_trie
@@ -196,6 +207,13 @@ def measure(db_path: str, tokenizer: str, second_db: str = "") -> dict:
         out["error"] = f"{type(exc).__name__}"
         out["error_chars"] = len(str(exc))
         out["error_head"] = str(exc)[:160]
+    if more and "error" not in out:
+        schemas = [gr.Schema.from_sqlite(path) for path in more]
+        out["more_compile_s"] = []
+        for other in schemas:
+            started = time.perf_counter()
+            gr.compile(grammar, vocab, schema=other, policy=policy, role="reader")
+            out["more_compile_s"].append(time.perf_counter() - started)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if second_db and "error" not in out:
         out.update(sharing(grammar, vocab, policy, schema, second_db))
@@ -217,6 +235,13 @@ def main() -> None:
     parser.add_argument(
         "--sharing", action="store_true", help="also measure cross-schema cache sharing"
     )
+    parser.add_argument(
+        "--more",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also compile N more catalogs of each size in the same process (other seeds)",
+    )
     parser.add_argument("--child", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -232,17 +257,16 @@ def main() -> None:
             tables, columns = (int(x) for x in size.split("x"))
             path = Path(tmp) / f"{size}.sqlite"
             ddl = catalog_ddl(tables, columns)
-            with sqlite3.connect(path) as db:
-                for statement in ddl:
-                    db.execute(statement)
-            second = []
+            write_catalog(path, ddl)
+            second = ""
             if args.sharing:
-                second = [str(Path(tmp) / f"{size}-second.sqlite")]
-                with sqlite3.connect(second[0]) as db:
-                    for statement in catalog_ddl(tables, columns, seed=1):
-                        db.execute(statement)
+                second = str(Path(tmp) / f"{size}-second.sqlite")
+                write_catalog(second, catalog_ddl(tables, columns, seed=1))
+            more = [str(Path(tmp) / f"{size}-more{i}.sqlite") for i in range(args.more)]
+            for seed, other in enumerate(more, start=2):
+                write_catalog(other, catalog_ddl(tables, columns, seed=seed))
             child = subprocess.run(
-                [sys.executable, __file__, "--child", str(path), tokenizer, *second],
+                [sys.executable, __file__, "--child", str(path), tokenizer, second, *more],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -262,21 +286,30 @@ def main() -> None:
         print(json.dumps(report, indent=1))
         return
     print(f"{report['host']}, {report['date']}")
+    more = f" {args.more} more: median (each) |" if args.more else ""
     print(
         "| tables x columns | introspect: SQLite / DuckDB / PostgreSQL | compile (role + "
-        "lexicons) | first mask | after `SELECT ` | peak RSS | error |"
+        f"lexicons) |{more} first mask | after `SELECT ` | peak RSS | error |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|" + "---|" * bool(args.more) + "---|---|---|---|")
 
     def ms(row, key):
         return f"{row[key] * 1000:.0f} ms" if key in row else "—"
+
+    def more_ms(row):
+        each = row.get("more_compile_s")
+        if not each:
+            return " — |"
+        listed = ", ".join(f"{s * 1000:.0f}" for s in each)
+        return f" {statistics.median(each) * 1000:.0f} ms ({listed}) |"
 
     for r in rows:
         error = f"{r['error']} ({r.get('error_chars', '?')} chars)" if "error" in r else ""
         rss = f"{r['peak_rss_mb']:.0f} MB" if "peak_rss_mb" in r else "—"
         introspect = " / ".join(ms(r, f"{k}introspect_s") for k in ("", "duckdb_", "postgres_"))
         print(
-            f"| {r['size']} | {introspect} | {ms(r, 'compile_s')} | "
+            f"| {r['size']} | {introspect} | {ms(r, 'compile_s')} |"
+            f"{more_ms(r) if args.more else ''} "
             f"{ms(r, 'first_mask_s')} | {ms(r, 'column_mask_s')} | {rss} | {error} |"
         )
 
