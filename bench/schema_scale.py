@@ -164,9 +164,7 @@ def warm_up_schema(beside: Path):
 
     path = beside.with_name("warm_up.sqlite")
     if not path.exists():
-        with closing(sqlite3.connect(path)) as db:
-            db.execute("CREATE TABLE warm_up (id INTEGER PRIMARY KEY, name TEXT)")
-            db.commit()
+        write_catalog(path, ["CREATE TABLE warm_up (id INTEGER PRIMARY KEY, name TEXT)"])
     return gr.Schema.from_sqlite(path)
 
 

@@ -312,11 +312,15 @@ mod bindings {
         } else if let Ok(dict) = value.downcast_exact::<PyDict>() {
             let mut entries = Vec::with_capacity(dict.len());
             for (key, item) in dict.iter() {
-                let Ok(key) = key.downcast_exact::<PyString>().map(|k| k.to_str()) else {
-                    return false; // Python turns other keys into strings its own way
+                // Python turns other keys into strings its own way; a lone surrogate is no UTF-8
+                let Some(key) = key
+                    .downcast_exact::<PyString>()
+                    .ok()
+                    .and_then(|k| k.to_str().ok().map(str::to_owned))
+                else {
+                    return false;
                 };
-                let Ok(key) = key else { return false };
-                entries.push((key.to_owned(), item));
+                entries.push((key, item));
             }
             if sort_keys {
                 // code point order, as Python sorts str keys: UTF-8's byte order
