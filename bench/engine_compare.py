@@ -38,10 +38,12 @@ fill). Every one writes the (1, W) int32 bitmask in place; grid writes it throug
 of the same memory, so no conversion is timed.
 
 Passes (`--passes`, each on a freshly loaded engine; gridrail gets its own `Registry`, so no
-cache outlives its pass): **cold** times every statement with no warm-up (first masks count);
-**held-out** replays the even-numbered statements untimed, then times the odd-numbered ones —
-a cache warmed by earlier traffic meeting queries it has not seen, the realistic serving
-figure (issue 16); **warm** replays every statement untimed, then times them all again.
+cache outlives its pass; an engine is released once its pass is timed and the cyclic collector
+run before the next one loads, so no pass collects another engine's objects): **cold** times
+every statement with no warm-up (first masks count); **held-out** replays the even-numbered
+statements untimed, then times the odd-numbered ones — a cache warmed by earlier traffic
+meeting queries it has not seen, the realistic serving figure (issue 16); **warm** replays
+every statement untimed, then times them all again.
 
 llguidance, XGrammar and grid-guardrail are benchmark-only dependencies: `pip install llguidance
 xgrammar grid-guardrail`. grid-guardrail reads no Lark: bench/grid_guardrail_grammar.py translates
@@ -56,6 +58,7 @@ and the same language for all (a few reserved words become names again).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import sys
@@ -63,7 +66,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -354,6 +357,10 @@ def replay(
             return
 
 
+def _released(bitmask: np.ndarray) -> Session:
+    raise RuntimeError("the engine was released after its pass")
+
+
 def run_engine(
     engine: str,
     grammar: Path,
@@ -365,6 +372,7 @@ def run_engine(
     """`pass_name` of `PASSES` on a freshly loaded engine: the replays it times (statement
     indices into `replays`) after those it replays untimed first."""
     run = EngineRun(engine, pass_name)
+    gc.collect()  # engines released before: none of their objects is collected in this pass
     try:
         run.loaded = LOADERS[engine](grammar, tok)
     except Exception as exc:  # an engine that cannot load the grammar is a result
@@ -392,6 +400,7 @@ def run_engine(
         replay(run.loaded.start(bitmask), bitmask, [*replays[index], tok.eos_token_id], index, run)
     run.replays = len(timed)
     run.wall_s = time.perf_counter() - t0
+    run.loaded = replace(run.loaded, start=_released)  # its figures are kept, the engine freed
     log(f"  {engine} ({pass_name}): {len(run.latencies_us)} masks in {run.wall_s:.1f} s")
     return run
 

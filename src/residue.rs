@@ -203,12 +203,36 @@ pub struct Config {
     pub tail: Vec<u8>,
 }
 
+/// Bytes pending since a lexeme's last accept, as part of a memo's key.
+#[derive(Clone, Debug, Eq)]
+struct Tail(Vec<u8>);
+
+impl PartialEq for Tail {
+    fn eq(&self, other: &Self) -> bool {
+        same_bytes(&self.0, &other.0)
+    }
+}
+
+impl std::hash::Hash for Tail {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
+    }
+}
+
+/// `a == b`, without comparing two empty strings: `==` on byte slices calls `memcmp` even for
+/// length 0, and glibc's AVX-512 `memcmp` then makes a masked load at the empty `Vec`'s
+/// dangling address, a microcode assist each time — most tails are empty, and their
+/// comparisons took a quarter of the residue's time (bench/RESULTS.md, session 26).
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
+}
+
 /// The facts the reference keeps on stack nodes and in the oracle, each a function of its key
 /// (for one scanner and LR table), kept across residues; a table is emptied when it reaches
 /// `capacity` entries, so memory stays bounded.
 pub struct StepMemo {
     allowed: FxHashMap<Stack, Terminals>,
-    closings: FxHashMap<(Stack, i32, Vec<u8>), Option<Config>>,
+    closings: FxHashMap<(Stack, i32, Tail), Option<Config>>,
     after_kill: FxHashMap<(i32, i32), (Vec<u64>, Vec<u8>)>,
     capacity: usize,
 }
@@ -363,7 +387,7 @@ impl<'a> Stepper<'a> {
     }
 
     fn close_at_last_accept(&mut self, cfg: &Config) -> Result<Option<Config>, WalkError> {
-        let key = (cfg.stack.clone(), cfg.accept_state, cfg.tail.clone());
+        let key = (cfg.stack.clone(), cfg.accept_state, Tail(cfg.tail.clone()));
         if let Some(found) = self.memo.closings.get(&key) {
             return Ok(found.clone());
         }
@@ -435,11 +459,9 @@ impl<'a> Stepper<'a> {
         (reach, dying)
     }
 
-    /// `Oracle.is_viable`: rule (i), or (ii) with one lexeme-ending byte.
-    fn is_viable(&mut self, cfg: &Config) -> Result<bool, WalkError> {
-        if self.passes_rule_i(cfg)? {
-            return Ok(true);
-        }
+    /// `Oracle.is_viable`'s rule (ii) (`step_from` asks rule (i) first): the pending lexeme
+    /// closed at its last accept, one byte the lexeme cannot take then starts a live one.
+    fn passes_rule_ii(&mut self, cfg: &Config) -> Result<bool, WalkError> {
         if cfg.accept_state < 0 {
             return Ok(false);
         }
@@ -466,16 +488,101 @@ impl<'a> Stepper<'a> {
 
     /// `Oracle.step`: one byte, or None when the prefix stops being viable.
     pub fn step(&mut self, cfg: &Config, byte: u8) -> Result<Option<Config>, WalkError> {
-        match self.scan_byte(cfg, byte)? {
-            Some(nxt) if self.is_viable(&nxt)? => Ok(Some(nxt)),
-            _ => Ok(None),
+        self.step_from(&mut Closings::new(cfg.clone()), byte)
+    }
+
+    /// `step(closings.levels[0], byte)`, reading the lexeme closings its byte goes through
+    /// (`scan_byte`'s loop) from `closings` and adding those made.
+    fn step_from(
+        &mut self,
+        closings: &mut Closings,
+        byte: u8,
+    ) -> Result<Option<Config>, WalkError> {
+        let mut k = 0;
+        loop {
+            if k == closings.levels.len() {
+                if closings.ended {
+                    return Ok(None);
+                }
+                match self.close_at_last_accept(&closings.levels[k - 1].cfg)? {
+                    Some(closed) => closings.levels.push(Level::new(closed)),
+                    None => {
+                        closings.ended = true;
+                        return Ok(None);
+                    }
+                }
+            }
+            let level = &closings.levels[k];
+            let q = self.scanner.step(level.cfg.scan_state, byte);
+            if q < 0 {
+                if level.cfg.accept_state < 0 {
+                    return Ok(None);
+                }
+                k += 1;
+                continue;
+            }
+            // rule (i) on the extended configuration reads its stack's allowed set: the level's
+            let v = match &level.allowed {
+                Some(v) => v.clone(),
+                None => {
+                    let v = self.v(&level.cfg.stack)?;
+                    closings.levels[k].allowed = Some(v.clone());
+                    v
+                }
+            };
+            let nxt = self.extended(&closings.levels[k].cfg, q, byte);
+            // rule (ii) closes the lexeme on the same stack: not when its terminal cannot
+            // come there (`emit` finds no winner), which the allowed set in hand tells
+            let viable = self.scanner.meets_live(q, &v)
+                || (nxt.accept_state >= 0
+                    && self.winner(nxt.accept_state, &v).is_some()
+                    && self.passes_rule_ii(&nxt)?);
+            return Ok(viable.then_some(nxt));
         }
+    }
+}
+
+/// A configuration, as one step from it reads it: it and the allowed set of its stack.
+struct Level {
+    cfg: Config,
+    allowed: Option<Terminals>,
+}
+
+impl Level {
+    fn new(cfg: Config) -> Self {
+        Self { cfg, allowed: None }
+    }
+}
+
+/// The configurations a byte's step from `levels[0]` may go through: each next one the one
+/// before with its pending lexeme closed at its last accept (`_close_at_last_accept`), made
+/// when a byte first needs it. CD classes of one scan part on one stack share them: a class's
+/// step is then a few table reads, not memo lookups.
+struct Closings {
+    levels: Vec<Level>,
+    ended: bool, // the last level's lexeme does not close
+}
+
+impl Closings {
+    fn new(cfg: Config) -> Self {
+        Self {
+            levels: vec![Level::new(cfg)],
+            ended: false,
+        }
+    }
+
+    /// Whether `cls`'s scan part is the first configuration's (on the same stack).
+    fn starts_at(&self, cls: &CdClass) -> bool {
+        let cfg = &self.levels[0].cfg;
+        (cfg.scan_state, cfg.lexeme_length, cfg.accept_state)
+            == (cls.scan_state, cls.lexeme_length, cls.accept_state)
+            && same_bytes(&cfg.tail, &cls.tail)
     }
 }
 
 /// What a walk below a node is keyed by (`MaskKey`: the normalized scan part, the allowed
 /// set, the root).
-type WalkKey = (i32, u32, i32, Vec<u8>, Vec<u64>, usize);
+type WalkKey = (i32, u32, i32, Tail, Vec<u64>, usize);
 
 /// Walks below CD nodes, by key: emptied when they reach `capacity` entries or `max_bytes`
 /// (a walk's token ids or bits, CI nodes and CD classes), so memory stays bounded.
@@ -571,75 +678,82 @@ pub fn cd_residue(
     let stepper = &mut stepper;
     let mut bits = vec![0u8; vocab_size.div_ceil(32) * 4];
     let add = |id: u32, bits: &mut Vec<u8>| bits[(id >> 3) as usize] |= 1 << (id & 7);
-    // (the stack a class is stepped on, the walk below which it is — None: `classes` —, its
-    // index there): classes are read where they are kept, not copied
-    let mut pending: Vec<(Stack, Option<Arc<Walk>>, usize)> = (0..classes.len())
-        .map(|k| (live.stack.clone(), None, k))
-        .collect();
-    // the reference pops from the end of its list: the order does not change the set
-    while let Some((stack, walked, k)) = pending.pop() {
-        let cls = match &walked {
-            Some(below) => &below.cd_classes[k],
-            None => &classes[k],
+    // (a stack, the walk whose CD classes are stepped on it — None: `classes`): classes are
+    // read where they are kept, not copied
+    let mut pending: Vec<(Stack, Option<Arc<Walk>>)> = vec![(live.stack.clone(), None)];
+    // the reference pops classes from the end of its list: the order does not change the set
+    while let Some((stack, walked)) = pending.pop() {
+        let listed = match &walked {
+            Some(below) => &below.cd_classes[..],
+            None => classes,
         };
-        let on = Config {
-            stack,
-            scan_state: cls.scan_state,
-            lexeme_length: cls.lexeme_length,
-            accept_state: cls.accept_state,
-            tail: cls.tail.clone(),
-        };
-        let node = cls.node as usize;
-        let Some(nxt) = stepper.step(&on, trie.edge_byte(node))? else {
-            continue;
-        };
-        trie.for_each_id(cls.node, |id| add(id, &mut bits));
-        if trie.subtree_size(node) > 1 {
-            let accepted = nxt.accept_state >= 0;
-            let start = Start {
-                scan_state: nxt.scan_state,
-                lexeme_length: nxt.lexeme_length.min(1),
-                accept_state: nxt.accept_state,
-                tail: if accepted { &nxt.tail } else { &[] },
-            };
-            // keyed by the part of the allowed set the walk reads: stacks that differ
-            // elsewhere share the walk (exact: `ScannerTable::read_by_walk`)
-            let mut v = stepper
-                .scanner
-                .read_by_walk(start.scan_state, start.accept_state);
-            let allowed = stepper.v(&nxt.stack)?;
-            v.iter_mut().zip(allowed.iter()).for_each(|(r, w)| *r &= w);
-            walks.lookups += 1;
-            let key = (
-                start.scan_state,
-                start.lexeme_length,
-                start.accept_state,
-                start.tail.to_vec(),
-                v,
-                node,
-            );
-            let below = match walks.map.get(&key) {
-                Some(found) => found.clone(),
-                None => {
-                    walks.misses += 1;
-                    let made = Arc::new(walk(
-                        stepper.scanner,
-                        trie,
-                        &start,
-                        &key.4,
-                        node,
-                        vocab_size,
-                    )?);
-                    walks.keep(key, made.clone());
-                    made
-                }
-            };
-            match &below.tokens {
-                Tokens::Sparse(ids) => ids.iter().for_each(|&id| add(id, &mut bits)),
-                Tokens::Dense(dense) => bits.iter_mut().zip(dense).for_each(|(b, d)| *b |= d),
+        // the classes of one scan part (siblings in the trie, listed together) share the
+        // closings their bytes go through
+        let mut shared: Option<Closings> = None;
+        for cls in listed {
+            if !shared.as_ref().is_some_and(|c| c.starts_at(cls)) {
+                shared = Some(Closings::new(Config {
+                    stack: stack.clone(),
+                    scan_state: cls.scan_state,
+                    lexeme_length: cls.lexeme_length,
+                    accept_state: cls.accept_state,
+                    tail: cls.tail.clone(),
+                }));
             }
-            let more = below.cd_classes.len();
-            pending.extend((0..more).map(|k| (nxt.stack.clone(), Some(below.clone()), k)));
+            let closings = shared.as_mut().expect("made for this class's scan part");
+            let node = cls.node as usize;
+            let Some(nxt) = stepper.step_from(closings, trie.edge_byte(node))? else {
+                continue;
+            };
+            trie.for_each_id(cls.node, |id| add(id, &mut bits));
+            if trie.subtree_size(node) > 1 {
+                let accepted = nxt.accept_state >= 0;
+                let start = Start {
+                    scan_state: nxt.scan_state,
+                    lexeme_length: nxt.lexeme_length.min(1),
+                    accept_state: nxt.accept_state,
+                    tail: if accepted { &nxt.tail } else { &[] },
+                };
+                // keyed by the part of the allowed set the walk reads: stacks that differ
+                // elsewhere share the walk (exact: `ScannerTable::read_by_walk`)
+                let mut v = stepper
+                    .scanner
+                    .read_by_walk(start.scan_state, start.accept_state);
+                let allowed = stepper.v(&nxt.stack)?;
+                v.iter_mut().zip(allowed.iter()).for_each(|(r, w)| *r &= w);
+                walks.lookups += 1;
+                let key = (
+                    start.scan_state,
+                    start.lexeme_length,
+                    start.accept_state,
+                    Tail(start.tail.to_vec()),
+                    v,
+                    node,
+                );
+                let below = match walks.map.get(&key) {
+                    Some(found) => found.clone(),
+                    None => {
+                        walks.misses += 1;
+                        let made = Arc::new(walk(
+                            stepper.scanner,
+                            trie,
+                            &start,
+                            &key.4,
+                            node,
+                            vocab_size,
+                        )?);
+                        walks.keep(key, made.clone());
+                        made
+                    }
+                };
+                match &below.tokens {
+                    Tokens::Sparse(ids) => ids.iter().for_each(|&id| add(id, &mut bits)),
+                    Tokens::Dense(dense) => bits.iter_mut().zip(dense).for_each(|(b, d)| *b |= d),
+                }
+                if !below.cd_classes.is_empty() {
+                    pending.push((nxt.stack.clone(), Some(below.clone())));
+                }
+            }
         }
     }
     Ok(bits)
@@ -668,6 +782,17 @@ mod tests {
         trans[b'a' as usize] = 1;
         let scan = ScanTable::new(trans, &[0, 1]).unwrap();
         ScannerTable::new(&scan, 1, vec![0b1, 0b1], vec![0, 0b1]).unwrap()
+    }
+
+    #[test]
+    fn tails_compare_by_their_bytes() {
+        use std::hash::BuildHasher;
+        assert!(same_bytes(b"", b"") && same_bytes(b"ab", b"ab"));
+        assert!(!same_bytes(b"", b"a") && !same_bytes(b"ab", b"ba") && !same_bytes(b"a", b""));
+        let hash = |t: &Tail| rustc_hash::FxBuildHasher.hash_one(t);
+        let (empty, also) = (Tail(Vec::new()), Tail(Vec::with_capacity(8)));
+        assert!(empty == also && hash(&empty) == hash(&also));
+        assert!(Tail(b"x".to_vec()) != empty);
     }
 
     #[test]

@@ -19,6 +19,7 @@ from assets import asset
 from gridrail import kernels
 from gridrail.mask.compute import _cd_residue
 from gridrail.mask.walk import ScanPart, WalkResult, ci_tokens, walk_context_independent
+from gridrail.vocab import ByteCompletenessWarning
 from support.hr_example import hr_guide
 
 STATEMENTS = [
@@ -182,6 +183,24 @@ def test_a_grammar_with_more_than_64_terminals_and_a_pending_tail() -> None:
         cfg = oracle.feed(oracle.initial, prefix)
         pairs.append((cfg, 0))
     assert _assert_equal_walks(guide, pairs) == 6
+
+
+def test_classes_that_differ_only_in_their_tail_are_stepped_apart() -> None:
+    """The residue steps the CD classes of one scan part on one stack together (they share the
+    lexeme closings their bytes go through); the tail pending since the last accept is part of
+    that scan part. After `a`, `axz` and `ayz` die at `z` in the same scanner state with the
+    same last accept, `x` and `y` pending: closed there, `x` rescans to X, which `z` may
+    follow, and `y` to nothing."""
+    _rust()
+    grammar = gr.Grammar.from_lark('start: A X Z\nA: /a([xy]q)?/\nX: "x"\nZ: "z"\n', "tails.lark")
+    with pytest.warns(ByteCompletenessWarning):
+        vocab = gr.Vocabulary([b"a", b"axz", b"ayz", b"x", b"z", None], eos_token_ids=5)
+    guide = gr.compile(grammar, vocab)
+    walk = walk_context_independent(guide.oracle, guide.trie, guide.oracle.initial)
+    by_tail = {tail: scan for _, *scan, tail in walk.cd_classes if tail}
+    assert by_tail.keys() == {b"x", b"y"} and by_tail[b"x"] == by_tail[b"y"]
+    assert _assert_equal_walks(guide, [(guide.oracle.initial, 0)]) == 1
+    assert guide.matcher().allowed().ids() == [0, 1]  # `a`, `axz`; not `ayz`
 
 
 def test_the_reference_runs_when_kernels_are_off(monkeypatch: pytest.MonkeyPatch) -> None:
