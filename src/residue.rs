@@ -221,8 +221,8 @@ impl std::hash::Hash for Tail {
 
 /// `a == b`, without comparing two empty strings: `==` on byte slices calls `memcmp` even for
 /// length 0, and glibc's AVX-512 `memcmp` then makes a masked load at the empty `Vec`'s
-/// dangling address, a microcode assist each time — most tails are empty, and their
-/// comparisons took a quarter of the residue's time (bench/RESULTS.md, session 26).
+/// dangling address, a microcode assist each time — tails are often empty, and their
+/// comparisons took over a quarter of the residue's time (bench/RESULTS.md, session 26).
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && (a.is_empty() || a == b)
 }
