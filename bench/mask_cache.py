@@ -128,7 +128,7 @@ def _timed_mask(guide: gr.Guide, cfg: gr.Configuration) -> float:
 
 
 def replay_workload(guide: gr.Guide, tokenizer, statements: list[str]) -> None:
-    cache, memo = guide.cache.stats, guide.oracle.stack_memo.stats
+    cache, memo = guide.cache.stats, guide.cache_stats()["masks"]
     classes = {
         "computed": "a walk computed (T1 miss: top-level or inside the residue)",
         "live": "every walk from T1, CD residue computed on the live stack",
@@ -161,7 +161,7 @@ def replay_workload(guide: gr.Guide, tokenizer, statements: list[str]) -> None:
 
 
 def _print_memory(guide: gr.Guide) -> None:
-    cache, memo = guide.cache.stats, guide.oracle.stack_memo.stats
+    cache, memo = guide.cache.stats, guide.cache_stats()["masks"]
     print(
         f"  T1: {cache.entries} entries, {cache.bytes / 1024:.0f} KiB payload "
         f"({cache.bytes / max(1, cache.entries) / 1024:.1f} KiB per entry); residue memo: "
@@ -204,11 +204,10 @@ def where_chain(rng: random.Random, tokenizer, target_tokens: int) -> list[int]:
 def _pass(guide: gr.Guide, ids: list[int], positions: int, live_residues: bool) -> list[float]:
     """Replay the first `positions` tokens of `ids`: mask latencies (µs) at each position."""
     m = guide.matcher()
-    memo = guide.oracle.stack_memo
     times = []
     for token in ids[:positions]:
         if live_residues:
-            memo.clear()
+            guide._masks.clear()  # the masks by stack and scan part
         times.append(_timed_mask(guide, m.configuration) * 1e6)
         assert m.accept_tokens([token])
     return times

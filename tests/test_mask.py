@@ -365,45 +365,42 @@ def test_rule_ii_by_live_set_union_equals_trial_over_bytes(monkeypatch) -> None:
 
 
 def test_memoized_masks_equal_live_ones() -> None:
-    """A configuration met again takes its mask from the guide's memo of masks by
-    configuration; a stack met again with the same scan part (an IN list returns to the same
-    interned nodes) from the memo by stack node: both bit-identical to the mask computed live,
-    also when the stack memo is small enough to evict all the time."""
+    """A configuration met again — or another with its stack and scan part (an IN list
+    returns to the same interned nodes) — takes its mask from the guide's memo of masks by
+    `Configuration.mask_key`: bit-identical to the mask computed live, also when the memo is
+    small enough to evict all the time."""
     from tokenizers import Tokenizer
 
+    from gridrail.lru import BoundedLRU
     from gridrail.mask.compute import next_token_mask
-    from gridrail.parse.stack import StackMemo
 
     path = asset("tokenizers", "gpt2", "tokenizer.json")
     tokenizer = Tokenizer.from_file(str(path))
     vocab = gr.Vocabulary.from_file(path)
     sql = "SELECT a FROM t WHERE id IN (1, 22, 333, 4444) AND b = 'x' OR c < 5;"
     ids = tokenizer.encode(sql, add_special_tokens=False).ids
-    roomy, tiny = StackMemo(), StackMemo(capacity=3)
-    for memo in (roomy, tiny):
+    for capacity in (4096, 3):
         guide = gr.compile(_sqlite(), vocab, registry=gr.Registry())
-        guide.oracle.stack_memo = memo
-        by_configuration = guide.cache_stats()["masks"]
-        for replay in range(3):
-            if replay == 2:
-                guide._masks.clear()  # the third pass goes to the stack memo
+        guide._masks = memo = BoundedLRU(capacity, 64 << 20)
+        for replay in range(2):
             m = guide.matcher()
             for token in ids:
                 cfg = m.configuration
                 live = next_token_mask(guide.oracle, guide.trie, vocab, cfg)
                 assert guide.mask(cfg) == live, f"pass {replay}, after {m.num_accepted} tokens"
                 assert m.accept_tokens([token])
-            if replay == 1:  # the whole second pass
-                assert by_configuration.hits >= len(ids)
-        assert 0 < memo.stats.entries <= memo.capacity
-    assert roomy.stats.hits >= len(ids) and not roomy.stats.evictions  # the whole third pass
-    assert tiny.stats.evictions > len(ids)
+        assert 0 < memo.stats.entries <= capacity
+        if capacity > len(ids):
+            assert memo.stats.hits >= len(ids) and not memo.stats.evictions  # the second pass
+        else:
+            assert memo.stats.evictions > len(ids)
 
 
-def test_a_long_lexeme_meets_its_mask_again_from_the_stack_memo() -> None:
+def test_a_long_lexeme_meets_its_mask_again_by_stack_and_scan_part() -> None:
     """Inside a long identifier every token leaves a new configuration (the pending lexeme
-    grows) but the same stack and, once no keyword starts that way, the same scan part: the
-    masks there come from the stack memo in the first pass, equal to the ones computed live."""
+    grows) but the same stack and, once no keyword starts that way, the same scan part — the
+    same `mask_key`: the masks there come from the memo in the first pass, equal to the ones
+    computed live."""
     from tokenizers import Tokenizer
 
     from gridrail.mask.compute import next_token_mask
@@ -413,14 +410,14 @@ def test_a_long_lexeme_meets_its_mask_again_from_the_stack_memo() -> None:
     guide = gr.compile(_sqlite(), vocab, registry=gr.Registry())
     name = "quarterly_revenue_by_region_and_product_line_and_channel"
     ids = Tokenizer.from_file(str(path)).encode(f"SELECT {name}", add_special_tokens=False).ids
-    m = guide.matcher()
+    m, configurations = guide.matcher(), set()
     for token in ids:
         assert m.accept_tokens([token])
         cfg = m.configuration
+        configurations.add(cfg)
         assert guide.mask(cfg) == next_token_mask(guide.oracle, guide.trie, vocab, cfg)
-    stats = guide.cache_stats()
-    assert stats["masks"].hits == 0  # no configuration came twice
-    assert stats["stack"].hits >= len(ids) - 4 >= 8
+    assert len(configurations) == len(ids)  # no configuration came twice
+    assert guide.cache_stats()["masks"].hits >= len(ids) - 4 >= 8
 
 
 def test_advances_are_the_oracles_own_and_kept() -> None:
@@ -446,28 +443,6 @@ def test_advances_are_the_oracles_own_and_kept() -> None:
         cfg, taken = guide.advance(cfg, token), taken + 1
         assert cfg is not None
     assert refused and taken  # both answers were checked
-
-
-def test_stack_memo_is_bounded_and_least_recently_used() -> None:
-    from gridrail.parse.stack import StackMemo
-
-    oracle = gr.Oracle(_sqlite())
-    nodes = [oracle.try_feed(oracle.initial, s).stack for s in (b"SELECT 1 ", b"SELECT (", b"")]
-    memo = StackMemo(capacity=2, capacity_bytes=100)
-    memo.put(nodes[0], "a", b"x", 10)
-    memo.put(nodes[1], "a", b"y", 10)
-    assert memo.get(nodes[0], "a") == b"x"  # now the most recently used
-    memo.put(nodes[2], "a", b"z", 10)
-    assert memo.get(nodes[1], "a") is None  # the least recently used went
-    assert memo.get(nodes[0], "a") == b"x" and memo.get(nodes[2], "a") == b"z"
-    assert memo.get(nodes[0], "b") is None  # the caller's key is part of the key
-    memo.put(nodes[1], "a", b"big", 95)  # over the byte bound with the others: they go
-    assert memo.stats.entries == 1 and memo.stats.bytes == 95
-    memo.put(nodes[0], "a", b"huge", 101)  # a value over the whole bound is not kept
-    assert memo.get(nodes[0], "a") is None and memo.stats.entries == 1
-    off = StackMemo(capacity=0)
-    off.put(nodes[0], "a", b"x", 1)
-    assert off.get(nodes[0], "a") is None
 
 
 @pytest.mark.parametrize("count", [0, 5, 47, 48, 300, 4000])

@@ -288,8 +288,7 @@ def test_the_cache_refuses_a_genn_key_where_the_walk_can_consult_a_lexicon(monke
     monkeypatch.setattr(NormalForm, "key", unguarded)
     for cfg in (guide.oracle.initial, emplo):
         guide.cache = MaskCache()  # a T1 miss, so that T2 is asked
-        guide._masks.clear()  # and no mask kept by configuration
-        guide.oracle.stack_memo.clear()  # nor by stack
+        guide._masks.clear()  # and no mask kept by stack and scan part
         with pytest.raises(IdentifierCompositionError, match="Proposition 6"):
             guide.mask(cfg)
     monkeypatch.undo()

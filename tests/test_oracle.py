@@ -286,3 +286,27 @@ def test_unicode_case_variants_agree_with_sqlite(sqlite_grammar: Oracle) -> None
 
     check()
     assert seen == {True, False}  # both verdicts occur: the comparison is not vacuous
+
+
+def test_a_configurations_mask_key_is_derived_from_its_fields(tiny: Oracle) -> None:
+    """`mask_key` is what the mask depends on: the stack and the scan part a walk reads — the
+    pending length only as zero or not, the bytes after the last accept only after one. It is
+    derived again wherever a configuration is made (`_replace`, `_make`, a copy)."""
+    import copy
+
+    from gridrail.parse.oracle import Configuration
+
+    inside = tiny.feed(tiny.initial, b"select abc")
+    longer = tiny.feed(tiny.initial, b"select abcd")
+    assert inside != longer and inside.stack is longer.stack
+    assert inside.mask_key == longer.mask_key  # one lexeme, its length aside
+    stack = inside.stack
+    unaccepted = Configuration(stack, 3, 2, -1, b"ab")
+    assert unaccepted.mask_key == (stack, 3, True, -1, b"")  # bytes without an accept
+    assert Configuration(stack, 3, 2, 5, b"ab").mask_key == (stack, 3, True, 5, b"ab")
+    assert Configuration(stack, 3, 0, -1, b"").mask_key == (stack, 3, False, -1, b"")
+    moved = unaccepted._replace(accept_state=7)
+    assert moved.mask_key == (stack, 3, True, 7, b"ab") and moved == Configuration(*moved[:5])
+    assert Configuration._make(moved[:5]) == moved
+    copied = copy.copy(inside)
+    assert copied == inside and copied.mask_key == inside.mask_key

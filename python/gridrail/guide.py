@@ -38,7 +38,7 @@ from gridrail.mask.bitmask import DistinctMasks, TokenSet, bitmask_array, words_
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
 from gridrail.mask.entry import MaskEntry, NormalFormEntry, make_entry, make_normal_form_entry
-from gridrail.mask.keys import KeyMaker, scan_part
+from gridrail.mask.keys import KeyMaker
 from gridrail.mask.normal_form import NormalForm
 from gridrail.mask.walk import WalkResult
 from gridrail.parse.completion import Completer
@@ -127,16 +127,11 @@ class Guide:
 
     def cache_stats(self) -> dict[str, CacheStats]:
         """The live counters of the caches this guide's masks go through: "t1" (walks of its
-        grammar, vocabulary and lexicons), "t2" (the dialect family's lexicon-inert walks),
-        "stack" (masks by stack node and the scan part a walk reads) and "masks" (masks by
-        configuration, narrowed by Γ under Γ). T1 and T2 are shared with every guide
+        grammar, vocabulary and lexicons), "t2" (the dialect family's lexicon-inert walks) and
+        "masks" (masks by `Configuration.mask_key` — the stack and the scan part a walk reads —
+        and, under Γ, by configuration and Γ's state). T1 and T2 are shared with every guide
         `compile` built over the same artifacts: the same objects."""
-        return {
-            "t1": self.cache.stats,
-            "t2": self.family_cache.stats,
-            "stack": self.oracle.stack_memo.stats,
-            "masks": self._masks.stats,
-        }
+        return {"t1": self.cache.stats, "t2": self.family_cache.stats, "masks": self._masks.stats}
 
     def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
         """A matcher; with `max_tokens`, one that keeps every generation inside that budget;
@@ -173,8 +168,9 @@ class Guide:
         masks = self._masks
         if gamma is None or self.binder is None:
             # a warm step ends here: no closure, no lock
-            return masks.get(cfg) or masks.setdefault(
-                cfg, self._language_mask(cfg), self.row_words * 4
+            key = cfg.mask_key
+            return masks.get(key) or masks.setdefault(
+                key, self._language_mask(cfg), self.row_words * 4
             )
         key = (cfg, gamma.digest, gamma.pending)
         found = masks.get(key)
@@ -255,18 +251,13 @@ class Guide:
         return self._distinct.intern(mask.without(refused))
 
     def _language_mask(self, cfg: Configuration) -> tuple[MaskEntry, TokenSet]:
-        # The mask and its entry are a function of exactly the stack and the part of the scan
-        # state the walk reads (the T1 key's fields but A, which the stack fixes: every CD class
-        # is stepped from its own recorded scan part on this stack, each walk below it a
-        # function of its own key, and whether EOS may end here is read from the same two). So
-        # they are memoized per interned stack node: a stack met again with that scan part —
-        # inside a longer lexeme, another fork — costs one lookup, neither a key nor a verdict.
-        # Masks handed out are shared: nothing may change them (as the Γ memo's).
-        scan = scan_part(cfg)
-        memo = self.oracle.stack_memo
-        found = memo.get(cfg.stack, scan)
-        if found is not None:
-            return found  # type: ignore[return-value]
+        # The mask and its entry are a function of exactly `cfg.mask_key`: the stack and the
+        # part of the scan state the walk reads (the T1 key's fields but A, which the stack
+        # fixes: every CD class is stepped from its own recorded scan part on this stack, each
+        # walk below it a function of its own key, and whether EOS may end here is read from
+        # the same two). `mask_with_entry` keeps them under it, so a stack met again with that
+        # scan part — inside a longer lexeme, another fork — costs one lookup, neither a key
+        # nor a verdict. Masks handed out are shared: nothing may change them.
         entry = self._entry(cfg, 0)
 
         def walk_below(after: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
@@ -277,9 +268,7 @@ class Guide:
         mask = next_token_mask(
             self.oracle, self.trie, self.vocab, cfg, walk_below, cd_residue=self.runners.residue
         )
-        mask = self._distinct.intern(mask)
-        memo.put(cfg.stack, scan, (entry, mask), len(mask.bits))
-        return entry, mask
+        return entry, self._distinct.intern(mask)
 
     @cached_property
     def completer(self) -> Completer:

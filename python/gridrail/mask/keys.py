@@ -80,9 +80,9 @@ class NormalFormKey(NamedTuple):
 
 def scan_part(cfg: Configuration) -> tuple[int, bool, int, bytes]:
     """What a walk reads of `cfg`'s scan state (the keys' first fields): the scanner state,
-    whether a lexeme is pending, the last accepting state, and the bytes after it if any."""
-    accepted = cfg.accept_state >= 0
-    return cfg.scan_state, cfg.lexeme_length > 0, cfg.accept_state, cfg.tail if accepted else b""
+    whether a lexeme is pending, the last accepting state, and the bytes after it if any —
+    `cfg.mask_key` without the stack."""
+    return cfg.mask_key[1:]
 
 
 @dataclass(frozen=True)

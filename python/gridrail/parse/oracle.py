@@ -12,13 +12,13 @@ the emitted lexeme are rescanned under the new stack.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from gridrail.errors import ParseError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.lr import LRMachine
-from gridrail.parse.stack import StackMemo, StackNode, root
+from gridrail.parse.stack import StackNode, root
 
 # Entries `Oracle._close_at_last_accept` keeps before starting over (each holds one stack node
 # and one small configuration; thousands are met per mask, a few hundred distinct).
@@ -26,16 +26,45 @@ CLOSINGS_BOUND = 1 << 16
 _NOT_YET = object()
 
 
-class Configuration(NamedTuple):
-    """κ = (σ, ρ): the parser stack and the scan state of the lexeme in progress. A value (stack
-    nodes are interned, so compared and hashed by identity): a tuple, because every mask and
-    advance memo hashes it, and a tuple hashes and compares in C."""
-
+class _ConfigurationFields(NamedTuple):
     stack: StackNode
     scan_state: int  # union-scanner state after the pending lexeme (the start state if none)
     lexeme_length: int  # bytes in the pending lexeme (0: at a lexeme boundary)
     accept_state: int  # scanner state at the last allowed accept, -1 if none yet
     tail: bytes  # pending bytes after the last allowed accept (all of them if none)
+    mask_key: tuple[StackNode, int, bool, int, bytes]  # derived from the five above
+
+
+class Configuration(_ConfigurationFields):
+    """κ = (σ, ρ): the parser stack and the scan state of the lexeme in progress. A value (stack
+    nodes are interned, so compared and hashed by identity): a tuple, because every mask and
+    advance memo hashes it, and a tuple hashes and compares in C.
+
+    Made from its five fields; `mask_key` is derived from them: what the mask at the
+    configuration depends on — the stack and the scan part a walk reads (the pending length
+    only as zero or not, the bytes after the last accept only after one). The guide keeps masks
+    under it, so the configurations inside one long lexeme share one entry."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls, stack: StackNode, scan_state: int, lexeme_length: int, accept_state: int, tail: bytes
+    ) -> Configuration:
+        accepted = accept_state >= 0
+        key = (stack, scan_state, lexeme_length > 0, accept_state, tail if accepted else b"")
+        return tuple.__new__(cls, (stack, scan_state, lexeme_length, accept_state, tail, key))
+
+    def __getnewargs__(self) -> tuple[StackNode, int, int, int, bytes]:
+        return self[:5]
+
+    @classmethod
+    def _make(cls, fields: Iterable[object]) -> Configuration:
+        return cls(*fields)  # the five fields: the key is derived again
+
+    def _replace(self, **changes: object) -> Configuration:
+        fields = dict(zip(self._fields[:5], self[:5], strict=True))
+        fields.update(changes)
+        return Configuration(**fields)  # type: ignore[arg-type]
 
 
 class Oracle:
@@ -56,10 +85,6 @@ class Oracle:
         self._after_kill_memo: dict[int, tuple[int, tuple[int, ...]]] = {}
         self._closings: dict[tuple[StackNode, int, bytes], Configuration | None] = {}
         self.initial = Configuration(root(compiled.tables.start_state), scanner.start, 0, -1, b"")
-        # Facts about this oracle's stacks that also depend on something the caller names (the
-        # guide keeps each mask there, keyed by its cache entry and EOS), in bounded
-        # memory; facts of the stack alone (A(σ), EOS) live in StackNode's slots.
-        self.stack_memo = StackMemo()
 
     # -- what may come next
     def allowed_mask(self, cfg: Configuration) -> int:

@@ -4,16 +4,14 @@ A node is one stack entry; its ``parent`` is the entry below. Pushing allocates 
 follows parent pointers, and copying a configuration copies one reference. Each node carries the
 rolling configuration hash (an O(1) mix of its parent's hash, never a rehash of the stack) and
 memo slots for facts that depend only on the stack from this node down. Facts that also depend
-on something else (the mask at a configuration) go to a `StackMemo`, which is bounded.
+on something else (the mask at a configuration) go to the guide's bounded memo, keyed by the
+node among other things (`Configuration.mask_key`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Hashable
-
-from gridrail.lru import BoundedLRU, CacheStats
 
 _PACK = struct.Struct("<QII").pack
 
@@ -77,39 +75,3 @@ class StackNode:
 
 def root(start_state: int) -> StackNode:
     return StackNode(start_state, -1, None)
-
-
-class StackMemo:
-    """A bounded memo of values that are functions of a stack and of a key the caller chooses
-    (the guide keeps its masks here: see `Guide._language_mask`).
-
-    Nodes are interned, so a stack reached again — later in the output, by another fork, by
-    another request — is the same object, and a memoized fact about it is found by identity.
-    Unlike the slots of `StackNode`, whose number grows with the stacks a generation goes
-    through, this table is bounded by entry count and by the sizes the caller declares, with
-    least-recently-used eviction: its memory does not grow with the output."""
-
-    def __init__(self, capacity: int = 4096, capacity_bytes: int = 64 << 20):
-        if capacity < 0 or capacity_bytes < 0:
-            raise ValueError("a stack memo's capacity cannot be negative (0 turns it off)")
-        self._lru: BoundedLRU[object] = BoundedLRU(capacity, capacity_bytes)
-
-    @property
-    def capacity(self) -> int:
-        return self._lru.capacity
-
-    @property
-    def stats(self) -> CacheStats:
-        return self._lru.stats
-
-    def get(self, node: StackNode, key: Hashable) -> object | None:
-        return self._lru.get((node, key))
-
-    def put(self, node: StackNode, key: Hashable, value: object, size: int) -> None:
-        """Remember `value` (never None) for (node, key); `size` is its byte count. A value over
-        the whole byte bound is not kept (it would evict everything else)."""
-        if self._lru.capacity and size <= self._lru.capacity_bytes:
-            self._lru.setdefault((node, key), value, size)
-
-    def clear(self) -> None:
-        self._lru.clear()
