@@ -7,7 +7,7 @@ Single thread, one guide for the whole run (`gr.compile` of the bundled sqlite g
 schema), Python path. What is timed, everywhere: `time.perf_counter_ns()` around one
 `guide.mask(cfg)` call, where `cfg` is the matcher's configuration before the step's token is
 accepted — the full mask (top-level walk from the T1 cache or computed, the CD residue's tokens
-from the residue memo or verdicts stepped on the live stack, EOS gate, emptiness check).
+from the guide's mask memo or verdicts stepped on the live stack, EOS gate, emptiness check).
 Tokenizing and `accept_tokens` (scanning the token and advancing the parser) are not timed.
 
 1. Replay workload: `--statements` Spider gold statements (seeded sample; those the grammar
@@ -15,21 +15,21 @@ Tokenizing and `accept_tokens` (scanning the token and advancing the parser) are
    the caches' counters, read outside the timed call):
    - a walk computed: a T1 miss, for the top-level walk or a walk inside the CD residue;
    - residue live: every walk from T1, the CD residue's verdicts stepped on the live stack
-     (this (stack node, entry) pair was not in the residue memo);
-   - residue memoized: the top-level walk from T1 and the residue from the memo (the stack
-     node was met before with this entry; no walk below it is consulted then).
-   p50 / p99 of each; entries and bytes held by T1 and by the residue memo.
+     (this stack and scan part, `Configuration.mask_key`, were not in the mask memo);
+   - mask memoized: the whole mask from the guide's mask memo (the stack and scan part were
+     met before; no walk is consulted then).
+   p50 / p99 of each; entries and bytes held by T1 and by the mask memo.
 2. Warm-replay slope (R): for each of `--runs` seeds, a statement whose WHERE clause is a seeded
    random chain of predicates (comparisons, IN lists, LIKE, BETWEEN, parenthesized OR groups)
    long enough to tokenize to `--stream` tokens. It is replayed twice: a cold pass (untimed;
-   fills T1 and the residue memo as far as their bounds allow) and the warm pass, timed at every
+   fills T1 and the mask memo as far as their bounds allow) and the warm pass, timed at every
    position. The garbage collector runs (`gc.collect()`) before the warm pass and is disabled
    during it, as in the paper (`--gc` leaves it on). Per run: the OLS slope of step latency (µs)
    on position. Over runs: the mean slope with its 95% confidence interval (Student t over the
    runs' slopes), p50 / p99 of every warm step pooled, and the acceptance verdict: met when the
    whole interval lies inside ±1e-3 µs/position.
 3. Live-residue pass: the warm pass of the first `--live-runs` streams again, over their first
-   `--live-positions` positions, with the residue memo emptied before each timed step: what a
+   `--live-positions` positions, with the mask memo emptied before each timed step: what a
    T1 hit costs when its stack was never met (every CD verdict stepped on the live stack). p50 /
    p99 and the same slope statistics, for shape: this path is the memo's miss cost.
 
@@ -132,7 +132,7 @@ def replay_workload(guide: gr.Guide, tokenizer, statements: list[str]) -> None:
     classes = {
         "computed": "a walk computed (T1 miss: top-level or inside the residue)",
         "live": "every walk from T1, CD residue computed on the live stack",
-        "memoized": "walk from T1, CD residue from the memo",
+        "memoized": "the whole mask from the mask memo",
     }
     times: dict[str, list[float]] = {name: [] for name in classes}
     for sql in statements:
@@ -164,7 +164,7 @@ def _print_memory(guide: gr.Guide) -> None:
     cache, memo = guide.cache.stats, guide.cache_stats()["masks"]
     print(
         f"  T1: {cache.entries} entries, {cache.bytes / 1024:.0f} KiB payload "
-        f"({cache.bytes / max(1, cache.entries) / 1024:.1f} KiB per entry); residue memo: "
+        f"({cache.bytes / max(1, cache.entries) / 1024:.1f} KiB per entry); mask memo: "
         f"{memo.entries} entries, {memo.bytes / 1024:.0f} KiB, {memo.evictions} evictions"
     )
 
@@ -232,7 +232,7 @@ def warm_slope(guide: gr.Guide, tokenizer, args: argparse.Namespace) -> None:
         times = _timed_pass(guide, ids, len(ids), live_residues=False, keep_gc=args.gc)
         warm.slopes.append(_ols_slope(times))
         warm.latencies.extend(times)
-    warm.report("warm pass (T1 and residue memo warm)", ACCEPTANCE_BAND)
+    warm.report("warm pass (T1 and mask memo warm)", ACCEPTANCE_BAND)
     _print_memory(guide)
     if args.live_runs:
         live = SlopeSummary([], [])
@@ -243,7 +243,7 @@ def warm_slope(guide: gr.Guide, tokenizer, args: argparse.Namespace) -> None:
             live.slopes.append(_ols_slope(times))
             live.latencies.extend(times)
         print(
-            f"live-residue pass: first {args.live_positions} positions, residue memo emptied "
+            f"live-residue pass: first {args.live_positions} positions, mask memo emptied "
             "before every step"
         )
         live.report("T1 hit, CD residue computed on the live stack", None)

@@ -1,6 +1,6 @@
 """A thread-safe least-recently-used map bounded by entry count and by the byte sizes its
 callers declare, with counters a user can read: the bookkeeping the mask cache (T1/T2) and the
-stack memo share. What may be stored, and when, is theirs to decide."""
+guide's memos share. What may be stored, and when, is theirs to decide."""
 
 from __future__ import annotations
 
