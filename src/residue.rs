@@ -405,20 +405,10 @@ impl<'a> Stepper<'a> {
     }
 
     fn scan_byte(&mut self, cfg: &Config, byte: u8) -> Result<Option<Config>, WalkError> {
-        let mut cfg = cfg.clone();
-        loop {
-            let q = self.scanner.step(cfg.scan_state, byte);
-            if q >= 0 {
-                return Ok(Some(self.extended(&cfg, q, byte)));
-            }
-            if cfg.accept_state < 0 {
-                return Ok(None);
-            }
-            match self.close_at_last_accept(&cfg)? {
-                None => return Ok(None),
-                Some(closed) => cfg = closed,
-            }
-        }
+        let mut closings = Closings::new(cfg.clone());
+        Ok(self
+            .scan_in(&mut closings, byte)?
+            .map(|(k, q)| self.extended(&closings.levels[k].cfg, q, byte)))
     }
 
     fn passes_rule_i(&mut self, cfg: &Config) -> Result<bool, WalkError> {
@@ -498,6 +488,36 @@ impl<'a> Stepper<'a> {
         closings: &mut Closings,
         byte: u8,
     ) -> Result<Option<Config>, WalkError> {
+        let Some((k, q)) = self.scan_in(closings, byte)? else {
+            return Ok(None);
+        };
+        // rule (i) on the extended configuration reads its stack's allowed set: the level's
+        let v = match &closings.levels[k].allowed {
+            Some(v) => v.clone(),
+            None => {
+                let v = self.v(&closings.levels[k].cfg.stack)?;
+                closings.levels[k].allowed = Some(v.clone());
+                v
+            }
+        };
+        let nxt = self.extended(&closings.levels[k].cfg, q, byte);
+        // rule (ii) closes the lexeme on the same stack: not when its terminal cannot come
+        // there (`emit` finds no winner), which the allowed set in hand tells
+        let viable = self.scanner.meets_live(q, &v)
+            || (nxt.accept_state >= 0
+                && self.winner(nxt.accept_state, &v).is_some()
+                && self.passes_rule_ii(&nxt)?);
+        Ok(viable.then_some(nxt))
+    }
+
+    /// `scan_byte`'s loop over `closings`: the level whose pending lexeme takes `byte` and the
+    /// scanner state it goes to, each closing it passes read from `closings` or added to
+    /// them; None when the byte is rejected.
+    fn scan_in(
+        &mut self,
+        closings: &mut Closings,
+        byte: u8,
+    ) -> Result<Option<(usize, i32)>, WalkError> {
         let mut k = 0;
         loop {
             if k == closings.levels.len() {
@@ -512,32 +532,15 @@ impl<'a> Stepper<'a> {
                     }
                 }
             }
-            let level = &closings.levels[k];
-            let q = self.scanner.step(level.cfg.scan_state, byte);
-            if q < 0 {
-                if level.cfg.accept_state < 0 {
-                    return Ok(None);
-                }
-                k += 1;
-                continue;
+            let cfg = &closings.levels[k].cfg;
+            let q = self.scanner.step(cfg.scan_state, byte);
+            if q >= 0 {
+                return Ok(Some((k, q)));
             }
-            // rule (i) on the extended configuration reads its stack's allowed set: the level's
-            let v = match &level.allowed {
-                Some(v) => v.clone(),
-                None => {
-                    let v = self.v(&level.cfg.stack)?;
-                    closings.levels[k].allowed = Some(v.clone());
-                    v
-                }
-            };
-            let nxt = self.extended(&closings.levels[k].cfg, q, byte);
-            // rule (ii) closes the lexeme on the same stack: not when its terminal cannot
-            // come there (`emit` finds no winner), which the allowed set in hand tells
-            let viable = self.scanner.meets_live(q, &v)
-                || (nxt.accept_state >= 0
-                    && self.winner(nxt.accept_state, &v).is_some()
-                    && self.passes_rule_ii(&nxt)?);
-            return Ok(viable.then_some(nxt));
+            if cfg.accept_state < 0 {
+                return Ok(None);
+            }
+            k += 1;
         }
     }
 }

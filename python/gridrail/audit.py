@@ -73,13 +73,10 @@ class SignatureError(AuditError):
 def configuration_hash(cfg: Configuration, names: bytes = b"") -> str:
     """H(κ): the stack's rolling hash and the scan part (bounded by the pending lexeme); under Γ
     (`names`: the binder's digest of the names read and the pending lexeme), that too."""
+    _, scan_state, pending, accept_state, tail = cfg.mask_key  # the scan part a walk reads
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(
-        struct.pack(
-            "<Qi?i", cfg.stack.hash, cfg.scan_state, cfg.lexeme_length > 0, cfg.accept_state
-        )
-    )
-    digest.update(cfg.tail if cfg.accept_state >= 0 else b"")
+    digest.update(struct.pack("<Qi?i", cfg.stack.hash, scan_state, pending, accept_state))
+    digest.update(tail)
     if names:
         digest.update(b"\0gamma\0" + names)
     return digest.hexdigest()
