@@ -271,13 +271,29 @@ mod bindings {
     const CANONICAL_DEPTH: usize = 64;
 
     /// `canonical_json(doc, sort_keys) -> str | None`: `gridrail.canonical.canonical_json`'s
-    /// text for a document of dicts with str keys, lists, tuples, str, int (64-bit), bool and
-    /// None (exact types); None for anything else (a float, a subclass, a string with a lone
-    /// surrogate), which the caller then encodes with Python's `json`.
+    /// text for a document of dicts with str keys, lists, tuples (and `NamedTuple`s), str, int
+    /// (64-bit), bool and None (exact types otherwise); None for anything else (a float, another
+    /// subclass, a string with a lone surrogate), which the caller then encodes with Python's
+    /// `json`.
     #[pyfunction]
     fn canonical_json(doc: &Bound<'_, PyAny>, sort_keys: bool) -> Option<String> {
         let mut out = String::new();
         write_json(doc, sort_keys, 0, &mut out).then_some(out)
+    }
+
+    /// Is `tuple` a tuple, or of a subclass that iterates as one (a `NamedTuple`: a schema's
+    /// columns)? Python's encoder writes any tuple subclass as an array of what iterating it
+    /// gives, so one that redefines `__iter__` is left to it.
+    fn iterates_as_tuple(tuple: &Bound<'_, PyTuple>) -> bool {
+        if tuple.is_exact_instance_of::<PyTuple>() {
+            return true;
+        }
+        // SAFETY: both are live type objects; PyType_GetSlot reads a slot of either
+        unsafe {
+            let own = ffi::PyType_GetSlot(ffi::Py_TYPE(tuple.as_ptr()), ffi::Py_tp_iter);
+            let base = ffi::PyType_GetSlot(&raw mut ffi::PyTuple_Type, ffi::Py_tp_iter);
+            own == base
+        }
     }
 
     /// Writes `value` (false: a value `canonical_json` leaves to Python).
@@ -307,7 +323,10 @@ mod bindings {
             }
         } else if let Ok(list) = value.downcast_exact::<PyList>() {
             return write_items(list.iter(), sort_keys, depth, out);
-        } else if let Ok(tuple) = value.downcast_exact::<PyTuple>() {
+        } else if let Ok(tuple) = value.downcast::<PyTuple>() {
+            if !iterates_as_tuple(tuple) {
+                return false;
+            }
             return write_items(tuple.iter(), sort_keys, depth, out);
         } else if let Ok(dict) = value.downcast_exact::<PyDict>() {
             let mut entries = Vec::with_capacity(dict.len());

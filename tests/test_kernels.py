@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from array import array
+from typing import NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -275,12 +276,23 @@ LEFT_TO_PYTHON = (
 )
 
 
+class _Pair(NamedTuple):  # a tuple subclass Python's encoder writes as an array: a Column
+    first: object
+    second: object
+
+
+class _Backwards(tuple):  # iterated backwards: Python's encoder writes it so
+    def __iter__(self):
+        return (tuple.__getitem__(self, i) for i in range(len(self) - 1, -1, -1))
+
+
 def _documents(leaves):
     return st.recursive(
         leaves,
         lambda inner: (
             st.lists(inner, max_size=4)
             | st.lists(inner, max_size=3).map(tuple)
+            | st.tuples(inner, inner).map(lambda pair: _Pair(*pair))
             | st.dictionaries(st.text(max_size=5), inner, max_size=4)
         ),
         max_leaves=24,
@@ -317,6 +329,9 @@ def test_canonical_json_hands_back_what_it_does_not_write(rust_kernels) -> None:
     for doc in ([1.5], {"a": {1: 2}}, ["x\udfff"], [2**64], [type("S", (str,), {})("s")]):
         assert rust_kernels.canonical_json(doc, True) is None
         assert canonical_json(doc) == _json_dumps(doc, True)
+    backwards = [_Backwards((1, "a"))]  # a tuple subclass with its own iteration
+    assert rust_kernels.canonical_json(backwards, True) is None
+    assert canonical_json(backwards) == _json_dumps(backwards, True) == '[["a",1]]'
     deep: list = []
     for _ in range(200):  # deeper than the kernel goes: Python's encoder writes it
         deep = [deep]

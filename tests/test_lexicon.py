@@ -235,6 +235,20 @@ def test_lexicon_words_and_the_inclusion_check() -> None:
     assert called["FUNCTION_1_2"] == {"round"} and called["WINDOW_0"] == set()
 
 
+def test_column_words_are_each_name_once_in_its_first_spelling() -> None:
+    catalogue = ConstructCatalogue.for_grammar(_sqlite())
+
+    def words(tables: dict[str, list[str]]) -> tuple[str, ...]:
+        view = SchemaView(Schema.from_tables("sqlite", tables), None)
+        lexicons = build_lexicons(_sqlite(), catalogue, view)
+        return next(lex for lex in lexicons if lex.category.terminal == "COLUMN_NAME").words
+
+    # names that are their own keys: each once, in catalog order
+    assert words({"a": ["x", "y"], "b": ["y", "z"]}) == ("x", "y", "z")
+    # SQLite ignores case: one word per key, spelled as it was first met
+    assert words({"a": ["id", "Name"], "b": ["NAME", "id", "total"]}) == ("id", "Name", "total")
+
+
 def test_a_word_no_form_can_spell_is_an_error() -> None:
     # a grammar whose identifiers cannot be quoted and cannot contain spaces
     text = (EXAMPLES / ".." / "python" / "gridrail" / "grammars" / "sqlite.lark").read_text()

@@ -418,8 +418,13 @@ def _new_labels(
 
 
 def _gathered(values: Sequence[T], groups: np.ndarray) -> list[T]:
-    """Per state its group's value."""
-    return [values[g] for g in groups.tolist()]
+    """Per state its group's value: gathered by numpy (a catalog's tens of thousands of new
+    states fall into a few hundred groups), each value put in one by one so that none is read
+    as a sequence."""
+    table = np.empty(len(values), dtype=object)
+    for g, value in enumerate(values):
+        table[g] = value
+    return table[groups].tolist()
 
 
 def _name_rows(base: ScannerAutomaton, automata: Sequence[NameAutomaton], bound: int) -> NameRows:

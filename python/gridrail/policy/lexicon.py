@@ -22,9 +22,11 @@ LexiconError naming it, never disappears silently.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
 
 import numpy as np
 
@@ -145,6 +147,9 @@ def _with_names(terminal: TerminalDef, names: NameSet) -> TerminalDef:
     return replace(terminal, pattern=names.pattern, flags="", is_literal=False, names=names)
 
 
+_NAME = operator.attrgetter("name")
+
+
 def _words(
     category: LexiconCategory,
     view: SchemaView,
@@ -156,9 +161,13 @@ def _words(
         return tuple(t.name for t in view.tables)
     if category.words == "columns":
         # names repeat across tables: keyed once each, first spelling of a key kept
-        names = list(dict.fromkeys(c.name for table in view.tables for c in view.columns(table)))
+        columns = chain.from_iterable(map(view.columns, view.tables))
+        names = list(dict.fromkeys(map(_NAME, columns)))
+        keys = rules.catalog_keys(names)
+        if keys == names:  # each distinct name is its own key: nothing to merge
+            return tuple(names)
         seen: dict[str, str] = {}
-        for key, name in zip(rules.catalog_keys(names), names, strict=True):
+        for key, name in zip(keys, names, strict=True):
             seen.setdefault(key, name)
         return tuple(seen.values())
     assert category.words == "functions"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import operator
 import sqlite3
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,21 +26,22 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from gridrail.canonical import fingerprint_of
 from gridrail.errors import SchemaError
 from gridrail.policy.dialect import IdentifierRules, ascii_lower, identifier_rules
 
-_NAME_AND_TYPE = operator.attrgetter("name", "type")
 _FINGERPRINT_FORMAT = "gridrail.schema.v2"
 
 ROW_KEY_NAMES = ("rowid", "_rowid_", "oid")
 """The names by which SQLite reads a table's row key, where no real column has the name."""
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(NamedTuple):
+    """A tuple, so that a schema's fingerprint encodes its columns as they are (JSON arrays
+    `[name, type]`) instead of building a pair per column (a catalog has tens of thousands)."""
+
     name: str  # catalog spelling
     type: str  # declared type as the catalog reports it ("" if none)
 
@@ -113,7 +113,7 @@ class Schema:
                 [
                     t.name,
                     t.is_view,
-                    list(map(_NAME_AND_TYPE, t.columns)),  # (name, type) tuples: JSON arrays
+                    t.columns,  # Column tuples: [name, type] arrays
                     t.has_rowid,
                     t.rowid_column,
                 ]
