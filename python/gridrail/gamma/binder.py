@@ -497,6 +497,9 @@ class Binder:
         event = self._opens.get(move)
         if self._refused_event(event, block, values):
             return None
+        block = self._joined(node, move, block)
+        if block is _REFUSED:
+            return None
         pushed = node.push(move, terminal)
         values = Cell(Token(self._names[terminal], text), values)
         if event is not None and event != "item paren":
@@ -869,6 +872,8 @@ class Binder:
             if binding.key is not None and binding.key in declared:
                 raise _Refused  # two FROM items of one name
             return None, _declare(block, inner, binding)
+        if label == "parenthesized_join" and inner is not None and inner.in_join:
+            return None, _replace_inner(block, replace(inner, in_join=False))  # `_joined`
         if label == "on" and inner is not None and inner.phase is Phase.ON:
             return None, _replace_inner(block, replace(inner, phase=Phase.FROM))
         if label == "from_clause" and inner is not None and inner.phase is Phase.FROM:
@@ -1110,6 +1115,9 @@ class Binder:
             return _REFUSED  # as `_shift` refuses it
         if terminal in self._merging and self._in_from(block):
             return _REFUSED
+        block = self._joined(node, move, block)
+        if block is _REFUSED:
+            return _REFUSED  # as `_shift` refuses it
         if terminal not in self._restricted:
             if look > 0:
                 values = Cell(Token(self._names[terminal], ""), values)
@@ -1126,6 +1134,24 @@ class Binder:
     def _in_from(block: Block | None) -> bool:
         inner = innermost(block)
         return inner is not None and inner.phase in _FROM_PHASES
+
+    def _joined(self, node: StackNode, move: int, block: Block | None) -> Block | object | None:
+        """Γ after a shift from `node` to state `move`: where it is a table name or a `(` right
+        after a FROM item's `(`, that `(` opens a parenthesized join (a subquery would start
+        with SELECT, WITH or VALUES), which its block notes until it closes; _REFUSED inside
+        one already. SQLite 3.40 refuses some joins nested so over one table twice
+        with an "ambiguous column name" of its own rewrite (`FROM o JOIN (employees JOIN
+        (employees AS b))`), so L_Γ nests none: a subquery may still follow that `(`."""
+        if self._opens.get(node.state) != "item paren" or not (
+            self._slots.get(move) == "table" or self._opens.get(move) == "item paren"
+        ):
+            return block
+        inner = innermost(block)
+        if inner is None:
+            return block
+        if inner.in_join:
+            return _REFUSED
+        return _replace_inner(block, replace(inner, in_join=True))
 
     def _refused_event(self, event: str | None, block: Block | None, values: Cell | None) -> bool:
         """Is the clause a shift would start refused: a `(` opening a FROM item where
@@ -1236,7 +1262,8 @@ class Binder:
 
     def _discharging(self, state: GammaState) -> Iterator[bytes]:
         """Text that, written at `state`'s boundary inside a FROM clause, lets its block go on:
-        an alias for the item just written (whose own name another item has, or under which
+        a subquery's SELECT where no table may come (`_joined`), an alias for the item just
+        written (whose own name another item has, or under which
         it leaves an obligation), else the items of a plan that discharges the obligations
         (joined with a comma, or JOIN). After an INSERT's target: a column list of one column
         the role may see (DEFAULT VALUES if none), where rows without one are refused."""
@@ -1246,6 +1273,9 @@ class Binder:
             column = min(self._lexemes(visible, self._index[COLUMN_NAME]), key=len, default=None)
             yield b" DEFAULT VALUES" if column is None else b" (" + column + b")"
         if inner is None or inner.phase not in _FROM_PHASES:
+            return
+        if inner.in_join and self._opens.get(state.node.state) == "item paren":
+            yield b"SELECT"  # a `(` in a parenthesized join opens a subquery only (`_joined`)
             return
         catalog = self.catalog(inner)
         declared = tuple(cells(inner.declared))  # type: ignore[arg-type]

@@ -124,6 +124,7 @@ class Block:
     obligations: Obligations = NO_OBLIGATIONS  # names the select list used before FROM
     local: bool = False  # GROUP BY / ORDER BY terms: no name binds further out than here
     target: Binding | None = None  # an INSERT / UPDATE / DELETE: the table it writes
+    in_join: bool = False  # inside a parenthesized join of its FROM clause (L_Γ nests none)
 
     def visible_bindings(self) -> tuple[Binding, ...]:
         if self.phase is Phase.ON:
