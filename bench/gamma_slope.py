@@ -6,10 +6,10 @@ A guide compiled with `gamma=True` (strict profile) over a one-table SQLite sche
 c1..c9); the streams are bench/mask_cache.py's seeded WHERE chains (`SELECT name FROM t WHERE
 <predicates>;`), whose every column reference is a Γ slot. Each stream is replayed twice: a
 cold pass (untimed: fills the language mask's caches) and a timed pass, where what is timed is
-`matcher.allowed()` before each token — the language's mask and Γ's filter of it (the guide's
-Γ-mask cache, keyed by configuration and Γ's digest, would replay the cold pass's masks: it is
-shrunk to one entry, and the binder's per-state shifts and judges are cleared before the timed
-pass, unless `--gamma-cache`). Per run the OLS slope of step latency (µs) on
+`matcher.allowed()` before each token — the language's mask and Γ's filter of it. The guide's
+mask memo, which keys Γ's masks by configuration and Γ's digest, would replay the cold pass's
+masks: it is shrunk to one entry, and the binder's per-state shifts and judges are cleared
+before the timed pass, unless `--gamma-cache`. Per run the OLS slope of step latency (µs) on
 position; over runs the mean slope with its 95% interval, p50 / p99 of every step pooled
 (bench/mask_cache.py's statistics).
 """
@@ -78,7 +78,10 @@ def main() -> None:
         gamma=True,
     )
     if not args.gamma_cache:
-        guide._gamma_masks = BoundedLRU(1, 0)  # the Γ filter computed at every position
+        # the Γ filter computed at every position: the guide's mask memo (the language's masks
+        # and Γ's, since session 17) holds one entry; the language's masks come from the warm
+        # T1 / T2 caches
+        guide._masks = BoundedLRU(1, 0)
     summary = SlopeSummary([], [])
     for seed in range(args.runs):
         ids = where_chain(random.Random(seed), tokenizer, args.stream)
