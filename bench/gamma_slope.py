@@ -9,9 +9,10 @@ cold pass (untimed: fills the language mask's caches) and a timed pass, where wh
 `matcher.allowed()` before each token — the language's mask and Γ's filter of it. The guide's
 mask memo, which keys Γ's masks by configuration and Γ's digest, would replay the cold pass's
 masks: it is shrunk to one entry, and the binder's per-state shifts and judges are cleared
-before the timed pass, unless `--gamma-cache`. Per run the OLS slope of step latency (µs) on
-position; over runs the mean slope with its 95% interval, p50 / p99 of every step pooled
-(bench/mask_cache.py's statistics).
+before the timed pass. With `--gamma-cache` the memo instead holds every mask of a run, so the
+timed pass is a warm replay of Γ's masks (as bench/mask_cache.py's R harness replays the
+language's). Per run the OLS slope of step latency (µs) on position; over runs the mean slope
+with its 95% interval, p50 / p99 of every step pooled (bench/mask_cache.py's statistics).
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def main() -> None:
     parser.add_argument(
         "--gamma-cache",
         action="store_true",
-        help="keep the guide's Γ-mask cache (the timed pass then replays cached masks); by "
-        "default it holds one entry, so the timed pass computes every Γ filter",
+        help="size the guide's mask memo to hold a run's masks (the timed pass then replays "
+        "them); by default it holds one entry, so the timed pass computes every Γ filter",
     )
     args = parser.parse_args()
     path = ROOT.parent / "shared" / "tokenizers" / args.tokenizer / "tokenizer.json"
@@ -77,14 +78,15 @@ def main() -> None:
         profile=gr.GenerationProfile(),
         gamma=True,
     )
-    if not args.gamma_cache:
-        # the Γ filter computed at every position: the guide's mask memo (the language's masks
-        # and Γ's, since session 17) holds one entry; the language's masks come from the warm
-        # T1 / T2 caches
-        guide._masks = BoundedLRU(1, 0)
     summary = SlopeSummary([], [])
     for seed in range(args.runs):
         ids = where_chain(random.Random(seed), tokenizer, args.stream)
+        # the guide's mask memo (the language's masks and Γ's, since session 17), new for each
+        # run: one entry, so the Γ filter is computed at every position (the language's masks
+        # come from the warm T1 / T2 caches), or room for the run's masks — with its default
+        # bound (4,096 masks) a long stream's are evicted before the timed pass replays them
+        size = 2 * len(ids) + 64 if args.gamma_cache else 1
+        guide._masks = BoundedLRU(size, 1 << 40 if args.gamma_cache else 0)
         _timed(guide.matcher(), ids)  # cold pass
         if not args.gamma_cache and guide.binder is not None:
             # the binder's per-state shifts and judges (keyed by Γ's digest) would replay the
