@@ -94,7 +94,7 @@ mod tests {
             assert_eq!(interner.get(i as u32 + 1), slice.as_slice());
         }
         assert_eq!(interner.id(&[]), (0, false));
-        assert_eq!(interner.id(&[0, 0]), (5001, true)); // a prefix of no other: its own id
+        assert_eq!(interner.id(&[0, 0]), (5001, true)); // a prefix of [0, 0, 0]: its own id
         assert_eq!(interner.len(), 5002);
     }
 }

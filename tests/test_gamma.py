@@ -584,9 +584,8 @@ def test_no_parenthesized_join_nests_in_another() -> None:
     "Session 22"); L_Γ nests none, and a subquery may still follow the inner `(`. Walks from
     that `(` meet no empty mask and write statements SQLite prepares."""
     guide = _guide("auditor")
-    quirk = "SELECT 1 FROM orders AS e JOIN (employees JOIN (employees AS b));"
-    assert "ambiguous column name: main.employees.id" in (_prepares(quirk) or "")
-    assert not _accepts(guide, quirk)
+    # SQLite 3.40: "ambiguous column name: main.employees.id" (later versions may prepare it)
+    assert not _accepts(guide, "SELECT 1 FROM orders AS e JOIN (employees JOIN (employees AS b));")
     assert not _accepts(guide, "SELECT 1 FROM orders AS e JOIN ((employees AS a) JOIN orders);")
     for sql in (
         "SELECT 1 FROM orders AS e JOIN (employees JOIN employees AS b);",
