@@ -596,6 +596,14 @@ def test_no_parenthesized_join_nests_in_another() -> None:
         assert _accepts(guide, sql), sql
         assert _prepares(sql) is None, sql
     _assert_walks_from(b"SELECT e.id FROM orders AS e JOIN (employees JOIN (")
+    # a token of parentheses only is judged there too: `((` then `(` nests a join (a long walk)
+    guide, prefix = _guide("auditor"), b"SELECT 1 FROM employees, orders AS G,(("
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+    gamma = matcher._gamma[-1]  # type: ignore[index]
+    spec = spec_mask_gamma(guide.oracle, guide.binder, guide.vocab, matcher.configuration, gamma)
+    assert matcher.allowed() == spec
+    assert not any(b"(" in (guide.vocab.token_bytes(t) or b"") for t in spec.ids())
 
 
 @pytest.mark.parametrize(

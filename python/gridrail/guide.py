@@ -193,16 +193,23 @@ class Guide:
 
     def _within_gamma(self, cfg: Configuration, gamma: GammaState, mask: TokenSet) -> TokenSet:
         """`mask` without the tokens after which the output leaves L_Γ. Inside a FROM clause
-        that owes names, every token is judged; elsewhere only Γ's names can be refused, so
-        only the tokens a vectorized scan finds touching a name slot's terminal are — most
-        by their last lexeme's bytes alone (`gamma.tokens`), the rest read by the binder."""
+        that owes names, every token is judged; elsewhere only Γ's names can be refused (and,
+        in a FROM clause, a `(` that would nest a parenthesized join), so only the tokens a
+        vectorized scan finds touching a name slot's terminal are (and those holding a `(`) —
+        most by their last lexeme's bytes alone (`gamma.tokens`), the rest read by the
+        binder."""
         binder, shapes = self.binder, self._shapes
         assert binder is not None and shapes is not None
         ids = mask.id_array()
         ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
         closing = binder.closing(gamma)
+        # in a FROM clause a `(` may open a parenthesized join inside another, which Γ refuses
+        # (`Binder.joins`): tokens holding one are judged too
+        parens = shapes.has_paren[ids] if not closing and binder.joins(gamma) else None
         if not closing:
-            ids = ids[~shapes.plain[ids] | bool(gamma.pending)]
+            kept = ~shapes.plain[ids] | bool(gamma.pending)
+            ids = ids[kept if parens is None else kept | parens]
+            parens = None if parens is None else shapes.has_paren[ids]
         # bytes after the last allowed accept can be cut back there and rescanned, which the
         # scan does not follow; with no accept yet (inside a string literal), a byte that ends
         # the lexeme rejects the token, so the scan is exact from the first byte
@@ -212,6 +219,8 @@ class Guide:
             scan = scan._replace(marked=np.ones(len(ids), dtype=bool))
         elif binder.owes(gamma):  # a token that opens FROM may also go on inside it
             scan = scan._replace(marked=scan.marked | shapes.enter_from(ids, gamma.pending))
+        if parens is not None:
+            scan = scan._replace(marked=scan.marked | parens)
         refused: list[int] = []
         # Tokens whose only lexemes are the pending one ending at their first byte, layout,
         # and the lexeme they leave pending: Γ after the first is shared, the last is judged

@@ -1130,6 +1130,11 @@ class Binder:
             return None
         return self._slot(self._slots.get(move), block, values)
 
+    def joins(self, state: GammaState) -> bool:
+        """Is the innermost block in its FROM clause, where a `(` may open a parenthesized
+        join (which `_joined` refuses inside another)?"""
+        return self._in_from(state.block)
+
     @staticmethod
     def _in_from(block: Block | None) -> bool:
         inner = innermost(block)

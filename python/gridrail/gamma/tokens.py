@@ -39,6 +39,7 @@ class TokenShapes:
         size = vocab.size
         plain = np.ones(size, dtype=bool)
         has_from = np.zeros(size, dtype=bool)
+        has_paren = np.zeros(size, dtype=bool)
         self.spellings: list[bytes | None] = [vocab.token_bytes(t) for t in range(size)]
         self.lengths = np.zeros(size, dtype=np.int64)
         self.bytes = np.zeros((size, WIDTH), dtype=np.uint8)  # each token's first bytes
@@ -48,11 +49,13 @@ class TokenShapes:
             plain[token_id] = all(b < 0x80 and b not in _NAME_BYTES for b in spelling)
             lowered = spelling.lower()
             has_from[token_id] = b"from" in lowered
+            has_paren[token_id] = b"(" in spelling
             self.lengths[token_id] = len(spelling)
             head = spelling[:WIDTH]
             self.bytes[token_id, : len(head)] = list(head)
         self.plain = plain
         self.has_from = has_from  # may it hold a FROM keyword (case ignored)
+        self.has_paren = has_paren  # does it hold a `(` (in a FROM clause: a join may open)
         self._rests: dict[bool, tuple[dict[bytes, list[int]], ...]] = {}
 
     def pending_lexemes(self, ids: np.ndarray, starts: np.ndarray, pending: bytes) -> list[bytes]:
