@@ -493,6 +493,27 @@ def test_the_reserve_writes_a_column_list_where_rows_need_one(budget: int) -> No
     assert sql.lstrip().startswith(("(", "DEFAULT")), sql
 
 
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        b"UPDATE employees SET manager_id = 1 RETURNING 216 x, .07 y,",
+        b"DELETE FROM employees RETURNING id,",
+        b"DELETE FROM employees RETURNING",
+    ],
+)
+def test_the_reserve_returns_what_the_editor_may_read(prefix: bytes) -> None:
+    """The long walk test, editor walk 35: the grammar's shortest way on from a RETURNING
+    list is `*`, which reads a salary the editor may not see, and the repair had no name to
+    swap in, so the reserve was refused. It now writes the shortest lexeme Γ allows there."""
+    guide = _editor()
+    matcher = guide.matcher(max_tokens=48)
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+    completion = matcher.completion()
+    assert matcher.accept_tokens(completion, "reserve")
+    sql = prefix + b"".join(guide.vocab.token_bytes(t) or b"" for t in completion[:-1])
+    assert b"*" not in sql and _prepares(sql.decode()) is None, sql
+
+
 def test_an_update_has_no_from_under_gamma() -> None:
     """L_Γ's choice: an UPDATE's SET values come before its FROM items, which could make them
     ambiguous (`SET b = a FROM s`, SQLite: "ambiguous column name"), so Γ refuses the FROM."""

@@ -205,11 +205,10 @@ class Guide:
         closing = binder.closing(gamma)
         # in a FROM clause a `(` may open a parenthesized join inside another, which Γ refuses
         # (`Binder.joins`): tokens holding one are judged too
-        parens = shapes.has_paren[ids] if not closing and binder.joins(gamma) else None
+        joining = not closing and binder.joins(gamma)
         if not closing:
             kept = ~shapes.plain[ids] | bool(gamma.pending)
-            ids = ids[kept if parens is None else kept | parens]
-            parens = None if parens is None else shapes.has_paren[ids]
+            ids = ids[kept | shapes.has_paren[ids] if joining else kept]
         # bytes after the last allowed accept can be cut back there and rescanned, which the
         # scan does not follow; with no accept yet (inside a string literal), a byte that ends
         # the lexeme rejects the token, so the scan is exact from the first byte
@@ -219,8 +218,8 @@ class Guide:
             scan = scan._replace(marked=np.ones(len(ids), dtype=bool))
         elif binder.owes(gamma):  # a token that opens FROM may also go on inside it
             scan = scan._replace(marked=scan.marked | shapes.enter_from(ids, gamma.pending))
-        if parens is not None:
-            scan = scan._replace(marked=scan.marked | parens)
+        if joining:
+            scan = scan._replace(marked=scan.marked | shapes.has_paren[ids])
         refused: list[int] = []
         # Tokens whose only lexemes are the pending one ending at their first byte, layout,
         # and the lexeme they leave pending: Γ after the first is shared, the last is judged

@@ -1368,6 +1368,19 @@ class Binder:
                 queue.append((nxt, path + bytes((byte,))))
         return None
 
+    def _any_lexeme(self, state: GammaState, scan_state: int) -> bytes | None:
+        """The shortest lexeme Γ allows at `state`'s boundary that extends its pending bytes
+        (`scan_state`: the scanner after them), of any terminal: a name, or a lexeme of a
+        terminal Γ does not judge here."""
+        options = [
+            lexeme
+            for terminal in sorted(self._restricted)
+            for lexeme in self._completions(state, terminal)
+        ]
+        other = self._close_unjudged(state, scan_state)
+        options += [] if other is None else [other]
+        return min(options, key=lambda lexeme: (len(lexeme), lexeme), default=None)
+
     def _completions(self, state: GammaState, terminal: int) -> list[bytes]:
         """Lexemes of `terminal` Γ allows at `state`'s boundary that extend its pending bytes,
         shortest first (the pending bytes' case kept); a few fresh aliases where any new name
@@ -1461,20 +1474,15 @@ class Binder:
                 text[found.start : len(state.pending)] if found.start < len(state.pending) else b""
             )
             at = found.state._replace(pending=fixed)
-            options = [
-                lexeme
-                for terminal in ([found.terminal] if not fixed else sorted(self._restricted))
-                for lexeme in self._completions(at, terminal)
-            ]
-            if fixed:  # the pending lexeme may also end as a terminal Γ does not judge
-                other = self._close_unjudged(at, cfg.scan_state)
-                options += [] if other is None else [other]
-            options.sort(key=lambda lexeme: (len(lexeme), lexeme))
+            if fixed:  # the pending lexeme may end as any terminal, judged or not
+                best = self._any_lexeme(at, cfg.scan_state)
+            else:
+                best = next(iter(self._completions(at, found.terminal)), None)
             head = (
                 text[len(state.pending) : found.start] if found.start >= len(state.pending) else b""
             )
-            if options:
-                body = head + options[0][len(fixed) :]
+            if best is not None:
+                body = head + best[len(fixed) :]
             else:  # a FROM item or the FROM clause's end that leaves an obligation
                 kept = head.rstrip(b" \t\r\n")
                 body = next(
@@ -1486,6 +1494,9 @@ class Binder:
                     ),
                     None,
                 )
+                if body is None and not fixed:  # e.g. RETURNING `*` the role may not read
+                    other = self._any_lexeme(at, self._start)
+                    body = None if other is None else head + other
                 if body is None:
                     return None
             mid = oracle.try_feed(cfg, body)
