@@ -25,6 +25,7 @@ from gridrail.audit import AuditLog, replay
 from gridrail.gamma.binder import PrefixJudge
 from gridrail.gamma.tokens import Scan
 from gridrail.kernels import slot_scanner
+from gridrail.lru import BoundedLRU
 from gridrail.policy.binding import CLAUSE_REACH, Reach
 from gridrail.spec import spec_mask_gamma
 from support.hr_example import HR_DB, HR_POLICY, hr_guide
@@ -565,6 +566,50 @@ def _walks(role: str, tokenizer: str, count: int, spec_every: int) -> None:
 @pytest.mark.parametrize("role", ["analyst", "auditor"])
 def test_walks_bind_every_name_and_fast_equals_spec(role: str) -> None:
     _walks(role, "gpt2", 6, 6)
+
+
+def _memoless(role: str) -> gr.Guide:
+    """`role`'s guide compiled again, its Γ memos holding one entry each: a mask is then
+    computed from the state it is asked at, not met again from another position."""
+    fresh = _editor.__wrapped__() if role == "editor" else _guide.__wrapped__(role)
+    assert fresh.binder is not (_editor() if role == "editor" else _guide(role)).binder
+    binder = fresh.binder
+    assert binder is not None
+    for memo in ("_shifts", "_judges", "_after", "_candidates", "_prefixes"):
+        setattr(binder, memo, BoundedLRU(1, 0))
+    fresh._masks = BoundedLRU(1, 0)
+    return fresh
+
+
+@pytest.mark.parametrize("role", ["analyst", "editor"])
+def test_gammas_memos_share_only_equal_states(role: str) -> None:
+    """Γ's memos are keyed by a state's content (its values' shape, its block), so that equal
+    states at different positions share them: the masks of walks that share one guide's
+    memos (a WHERE chain's predicates meet equal states) are the masks the same tokens get
+    where nothing is shared."""
+    guide = _editor() if role == "editor" else _guide(role)
+    rng = random.Random(f"memos/{role}")
+    tokens = guide.trie.tokenize
+    walks = [
+        tokens(b"SELECT name FROM employees WHERE dept = 'a' AND dept = 'b' AND id"),
+        # one block object, values that differ in a table's name: `e` may alias employees,
+        # not orders (which has no dept), so after `orders AS e` the item may not end
+        tokens(b"SELECT e.dept FROM employees AS e,"),
+        tokens(b"SELECT e.dept FROM orders AS e"),
+    ]
+    for _ in range(10):
+        matcher = guide.matcher(max_tokens=rng.choice([24, 40, 64]))
+        while not matcher.is_terminated():
+            if not matcher.accept_tokens([rng.choice(matcher.allowed().ids())]):
+                assert matcher.accept_tokens(matcher.completion(), "reserve")
+        walks.append(matcher.accepted_tokens())
+    alone = _memoless(role)
+    for walk in walks:
+        one, other = guide.matcher(), alone.matcher()
+        for token in [*walk, None]:  # the mask after the last token too
+            written = b"".join(guide.vocab.token_bytes(t) or b"" for t in one.accepted_tokens())
+            assert one.allowed() == other.allowed(), written
+            assert token is None or (one.accept_tokens([token]) and other.accept_tokens([token]))
 
 
 def _assert_walks_from(prefix: bytes) -> None:

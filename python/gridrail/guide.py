@@ -27,7 +27,7 @@ from gridrail.audit import AuditLog, configuration_hash
 from gridrail.check.checker import SemanticChecker, Violation
 from gridrail.check.sqlite_judge import SqliteJudge
 from gridrail.errors import ParseError, UsageError
-from gridrail.gamma.binder import Binder, GammaState, PrefixJudge
+from gridrail.gamma.binder import Binder, GammaState, PrefixJudge, content_key
 from gridrail.gamma.catalog import NameCatalog
 from gridrail.gamma.tokens import TokenShapes
 from gridrail.grammar.compiled import CompiledGrammar
@@ -161,10 +161,10 @@ class Guide:
     ) -> tuple[MaskEntry, TokenSet]:
         """The mask and the content-addressed cache entry its context-independent part came
         from (what an audit record names). Both are a function of the configuration (this
-        guide's grammar, vocabulary and lexicons fixed) and, under Γ, of Γ's state — a function
-        of the lexemes read, its digest chains them — so they are memoized by those: a step met
-        again (the candidates of one question, the prefixes statements share, a warm cache)
-        costs one lookup."""
+        guide's grammar, vocabulary and lexicons fixed) and, under Γ, of Γ's state (by its
+        content: `content_key`) — so they are memoized by those: a step met again (the
+        candidates of one question, the prefixes statements share, a warm cache, an equal Γ
+        at another position) costs one lookup."""
         masks = self._masks
         if gamma is None or self.binder is None:
             # a warm step ends here: no closure, no lock
@@ -172,7 +172,7 @@ class Guide:
             return masks.get(key) or masks.setdefault(
                 key, self._language_mask(cfg), self.row_words * 4
             )
-        key = (cfg, gamma.digest, gamma.pending)
+        key = (cfg, *content_key(gamma), gamma.pending)
         found = masks.get(key)
         if found is None:
             entry, mask = self.mask_with_entry(cfg)

@@ -101,6 +101,9 @@ LABELS = (
 # The terminals of name slots and of the names the binder records.
 QUALIFIER, COLUMN_NAME, TABLE_NAME = "QUALIFIER", "COLUMN_NAME", "TABLE_NAME"
 TABLE_ALIAS, COLUMN_ALIAS, CTE_NAME = "TABLE_ALIAS", "COLUMN_ALIAS", "CTE_NAME"
+# The terminals whose text the semantic actions read; the others' tokens keep no text, so
+# states that differ only in a literal or a keyword's case share the memos (`content_key`)
+NAMED = frozenset((QUALIFIER, COLUMN_NAME, TABLE_NAME, TABLE_ALIAS, COLUMN_ALIAS, CTE_NAME))
 WRITES = ("insert_stmt", "update_stmt", "delete_stmt")
 WRITE_CLAUSES = ("set", "where_clause", "returning_clause")  # where a write's names bind
 # Joins that merge columns by name (NATURAL, USING): L_Γ has none in a SELECT block — which
@@ -464,15 +467,21 @@ class Binder:
     def _shift(
         self, state: GammaState, terminal: int, lexeme: bytes
     ) -> tuple[StackNode, Cell | None, Block | None, bytes] | None:
-        """Reduce, check the lexeme at its slot, shift; None if Γ refuses it. Γ is a function
-        of the lexemes read, which its digest chains: a shift from one state is computed once
-        (the tokens of a mask that share their first lexemes, the candidates of a question)."""
-        key = (state.node, state.digest, terminal, lexeme)
-        return self._shifts.memo(key, lambda: (self._shift_now(state, terminal, lexeme),))[0]
+        """Reduce, check the lexeme at its slot, shift; None if Γ refuses it. A shift from
+        one Γ (`content_key`) is computed once: the tokens of a mask that share their first
+        lexemes, the candidates of a question, the same predicate at another position."""
+        key = (state.node, *content_key(state), terminal, lexeme)
+        found = self._shifts.memo(key, lambda: (self._shift_now(state, terminal, lexeme),))[0]
+        if found is None:
+            return None
+        chained = hashlib.blake2b(
+            state.digest + terminal.to_bytes(4, "little") + lexeme, digest_size=16
+        ).digest()
+        return (*found, chained)
 
     def _shift_now(
         self, state: GammaState, terminal: int, lexeme: bytes
-    ) -> tuple[StackNode, Cell | None, Block | None, bytes] | None:
+    ) -> tuple[StackNode, Cell | None, Block | None] | None:
         try:
             found = self._reduce_for(state, terminal)
         except _Refused:
@@ -501,15 +510,13 @@ class Binder:
         if block is _REFUSED:
             return None
         pushed = node.push(move, terminal)
-        values = Cell(Token(self._names[terminal], text), values)
+        name = self._names[terminal]
+        values = Cell(Token(name, text if name in NAMED else ""), values)
         if event is not None and event != "item paren":
             block = self._open(event, block, node, values)
         if terminal not in self._restricted and not self._alive(pushed, values, block):
             return None  # nothing could follow it: a dead end
-        chained = hashlib.blake2b(
-            state.digest + terminal.to_bytes(4, "little") + lexeme, digest_size=16
-        ).digest()
-        return pushed, values, block, chained
+        return pushed, _shaped(values), block
 
     def _target(self, block: Block | None, key: str) -> Block:
         """Γ once a write's target table is named: a block whose one binding it is."""
@@ -964,13 +971,13 @@ class Binder:
         """`pending_verdict` at `scan_state` and `state`'s boundary, for many pending lexemes:
         None when Γ allows every one of them (a terminal it does not judge is live), else a
         function from the pending lexemes to their verdicts — what the live terminals' slots
-        allow is found once per state (its digest names it, as in `_shift`) and set of live
+        allow is found once per Γ (`content_key`, as in `_shift`) and set of live
         terminals, so a lexeme costs a few set lookups. A judge is a function of the
         terminals live, unless a fresh alias may start (its extensions are walked from the
         scanner state itself): such a judge is kept per scanner state."""
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         live = self._live[scan_state] & allowed
-        key = (state.node, state.digest, live)
+        key = (state.node, *content_key(state), live)
         found = self._judges.get(key)
         if found is _PER_SCAN_STATE:
             found = self._judges.get((*key, scan_state))
@@ -1544,6 +1551,42 @@ class _Same:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Same) and other.value is self.value
+
+
+def content_key(state: GammaState) -> tuple[bytes, int]:
+    """What Γ's memos name `state` by, with its stack node: its semantic values' content and
+    its block object (Γ is a function of the three). Only states the binder reached by its
+    shifts have shaped values; a lookahead's probe is never a key."""
+    values = state.values
+    shape = b"" if values is None else values.shape
+    if shape is None:
+        raise RuntimeError("a Γ state without shaped values used as a memo key")
+    return shape, 0 if state.block is None else state.block.serial
+
+
+def _shaped(values: Cell | None) -> Cell | None:
+    """`values` with a shape on each cell the reductions just pushed (the ones below, from
+    the state shifted from, have theirs): BLAKE2b-128 chained over the heads' content."""
+    fresh: list[object] = []
+    while values is not None and values.shape is None:
+        fresh.append(values.head)
+        values = values.tail
+    for head in reversed(fresh):
+        below = b"" if values is None else values.shape
+        data = below + _head_content(head)  # type: ignore[operator]
+        values = Cell(head, values, hashlib.blake2b(data, digest_size=16).digest())
+    return values
+
+
+def _head_content(head: object) -> bytes:
+    """A semantic value's content as bytes (reprs of tuples of strings, which name their
+    type; a result's block by its serial), what `_shaped` digests."""
+    if isinstance(head, _Result):
+        serial = 0 if head.core is None else head.core.serial
+        return f"_Result({head.columns!r}, {serial})".encode("utf-8", "backslashreplace")
+    if head is None or isinstance(head, Token | _ColumnRef | _Alias | _Names):
+        return repr(head).encode("utf-8", "backslashreplace")
+    raise TypeError(f"no content for a semantic value of type {type(head).__name__}")
 
 
 class _ColumnRef(NamedTuple):

@@ -28,8 +28,9 @@ not looked into, so a name is only allowed where its binding can no longer chang
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
@@ -99,6 +100,9 @@ class Cell(NamedTuple):
 
     head: object
     tail: Cell | None
+    # the binder's semantic-value stack: a digest of the list's content, so that equal stacks
+    # met at different positions share the binder's memos (None: a cell not so named)
+    shape: bytes | None = None
 
 
 def cells(cell: Cell | None) -> Iterator[object]:
@@ -106,6 +110,9 @@ def cells(cell: Cell | None) -> Iterator[object]:
     while cell is not None:
         yield cell.head
         cell = cell.tail
+
+
+_serials = itertools.count(1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,6 +132,9 @@ class Block:
     local: bool = False  # GROUP BY / ORDER BY terms: no name binds further out than here
     target: Binding | None = None  # an INSERT / UPDATE / DELETE: the table it writes
     in_join: bool = False  # inside a parenthesized join of its FROM clause (L_Γ nests none)
+    # names this block object in memo keys: never reused (`replace` draws a new one), unlike
+    # an id, so a key that outlives its block cannot be taken for another's
+    serial: int = field(init=False, repr=False, default_factory=_serials.__next__)
 
     def visible_bindings(self) -> tuple[Binding, ...]:
         if self.phase is Phase.ON:
