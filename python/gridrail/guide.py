@@ -230,15 +230,23 @@ class Guide:
         groups = scan.final_state[simple] * 2 + scan.closes[simple]
         starts = scan.final_start[simple]
         order = np.argsort(groups, kind="stable")
+        members, starts = members_of[order], starts[order]
         keys, firsts = np.unique(groups[order], return_index=True)
-        blocks = np.split(order, firsts[1:]) if len(order) else []
-        for key, rows in zip(keys.tolist(), blocks, strict=True):
-            tokens, at = members_of[rows], starts[rows]
-            before = shared[bool(key & 1)]
-            if before is None:
+        keys = keys.tolist()
+        judges: dict[int, object] = {}
+        for closes, before in shared.items():  # the groups read from one Γ: judged at once
+            group = [key for key in keys if bool(key & 1) == closes]
+            if before is not None and group:
+                found = binder.pending_judges(before, [key >> 1 for key in group])
+                judges.update(zip(group, found, strict=True))
+        bounds = firsts.tolist()
+        ends = [*bounds[1:], len(order)] if bounds else []
+        for key, lo, hi in zip(keys, bounds, ends, strict=True):
+            tokens, at = members[lo:hi], starts[lo:hi]
+            if shared[bool(key & 1)] is None:
                 refused.extend(tokens.tolist())
                 continue
-            judge = binder.pending_judge(before, key >> 1)
+            judge = judges[key]
             if judge is None:
                 continue
             if isinstance(judge, PrefixJudge):
@@ -248,7 +256,7 @@ class Guide:
             refused.extend(tokens[~ok].tolist())
         for token_id in ids[scan.marked & ~scan.simple].tolist():
             spelling = shapes.spellings[token_id]
-            after = self.oracle.try_feed(cfg, spelling)  # type: ignore[arg-type]
+            after = self.advance(cfg, token_id)
             if after is None or binder.advance(gamma, spelling, after) is None:  # type: ignore[arg-type]
                 refused.append(token_id)
         eos = [t for t in self.vocab.eos_token_ids if t in mask]

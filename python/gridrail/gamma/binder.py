@@ -975,20 +975,32 @@ class Binder:
         terminals, so a lexeme costs a few set lookups. A judge is a function of the
         terminals live, unless a fresh alias may start (its extensions are walked from the
         scanner state itself): such a judge is kept per scanner state."""
+        return self.pending_judges(state, (scan_state,))[0]
+
+    def pending_judges(
+        self, state: GammaState, scan_states: Sequence[int]
+    ) -> list[Callable[[Sequence[bytes]], list[bool]] | None]:
+        """`pending_judge` at each of `scan_states`, at one boundary (a mask's groups)."""
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
-        live = self._live[scan_state] & allowed
-        key = (state.node, *content_key(state), live)
-        found = self._judges.get(key)
-        if found is _PER_SCAN_STATE:
-            found = self._judges.get((*key, scan_state))
-        if found is not None:
-            return found[0]  # type: ignore[index]
-        judge = self._judge_of_live(state, scan_state, allowed, live)
-        if isinstance(judge, PrefixJudge) and judge.fresh is not None:
-            self._judges.setdefault(key, _PER_SCAN_STATE, 0)
-            key = (*key, scan_state)
-        self._judges.setdefault(key, (judge,), 0)
-        return judge
+        head = (state.node, *content_key(state))
+        judges = self._judges
+        out = []
+        for scan_state in scan_states:
+            live = self._live[scan_state] & allowed
+            key = (*head, live)
+            found = judges.get(key)
+            if found is _PER_SCAN_STATE:
+                found = judges.get((*key, scan_state))
+            if found is not None:
+                out.append(found[0])  # type: ignore[index]
+                continue
+            judge = self._judge_of_live(state, scan_state, allowed, live)
+            if isinstance(judge, PrefixJudge) and judge.fresh is not None:
+                judges.setdefault(key, _PER_SCAN_STATE, 0)
+                key = (*key, scan_state)
+            judges.setdefault(key, (judge,), 0)
+            out.append(judge)
+        return out
 
     def _judge_of_live(
         self, state: GammaState, scan_state: int, allowed: int, live: int
