@@ -101,11 +101,12 @@ def main() -> None:
         guide._masks = BoundedLRU(size, 1 << 40 if args.gamma_cache else 0)
         _timed(guide.matcher(), ids)  # cold pass
         if args.cold_binder and guide.binder is not None:
-            # the timed pass computes the binder's shifts and judges again, sharing only
+            # the timed pass computes the binder's shifts, judges and verdicts again, sharing only
             # within itself (equal states at different positions)
             guide.binder._shifts.clear()
             guide.binder._judges.clear()
             guide.binder._after.clear()
+            guide.binder._verdicts.clear()
         gc.collect()
         gc.disable()
         try:

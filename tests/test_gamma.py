@@ -575,7 +575,7 @@ def _memoless(role: str) -> gr.Guide:
     assert fresh.binder is not (_editor() if role == "editor" else _guide(role)).binder
     binder = fresh.binder
     assert binder is not None
-    for memo in ("_shifts", "_judges", "_after", "_candidates", "_prefixes"):
+    for memo in ("_shifts", "_judges", "_verdicts", "_after", "_candidates", "_prefixes"):
         setattr(binder, memo, BoundedLRU(1, 0))
     fresh._masks = BoundedLRU(1, 0)
     return fresh

@@ -257,7 +257,7 @@ class Guide:
         for token_id in ids[scan.marked & ~scan.simple].tolist():
             spelling = shapes.spellings[token_id]
             after = self.advance(cfg, token_id)
-            if after is None or binder.advance(gamma, spelling, after) is None:  # type: ignore[arg-type]
+            if after is None or not binder.admits(gamma, spelling, after):  # type: ignore[arg-type]
                 refused.append(token_id)
         eos = [t for t in self.vocab.eos_token_ids if t in mask]
         if eos and not binder.ends(gamma, cfg):

@@ -308,6 +308,7 @@ class Binder:
         self._shifts: BoundedLRU[tuple] = BoundedLRU(1 << 15, 1 << 30)
         # judges by the terminals live (most scanner states of a step share a few live sets)
         self._judges: BoundedLRU[tuple | object] = BoundedLRU(1 << 14, 1 << 30)
+        self._verdicts: BoundedLRU[bool] = BoundedLRU(1 << 15, 1 << 30)
         self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
         self._paths: dict[tuple[int, int, int], tuple[tuple[bytes, ...], bool]] = {}
         self.initial = GammaState(oracle.initial.stack, None, None, b"")
@@ -416,6 +417,12 @@ class Binder:
         None if they leave L_Γ."""
         found = self._read(state, data, after)
         return found if isinstance(found, GammaState) else None
+
+    def admits(self, state: GammaState, data: bytes, after: Configuration) -> bool:
+        """Does `advance` find Γ after `data`? Memoized by Γ's content (`content_key`) and the
+        pending bytes: a mask's tokens of several lexemes, met again at equal states."""
+        key = (state.node, *content_key(state), state.pending, data, after)
+        return self._verdicts.memo(key, lambda: self.advance(state, data, after) is not None)
 
     def ends(self, state: GammaState, cfg: Configuration) -> bool:
         """May the output stop here (the oracle says it may): do the last lexeme and the
