@@ -1083,7 +1083,7 @@ class Binder:
         """If `terminal` came next at `state`'s boundary: what Γ allows there (None: not
         judged) and every prefix of every lexeme of it that Γ allows (case folded where the
         dialect ignores case). None if the reductions it causes are refused."""
-        memo_key = (state.node, _Same(state.values), _Same(state.block), terminal)
+        memo_key = (state.node, *content_key(state), terminal)
         slot = self._after.memo(memo_key, lambda: (self._slot_if(state, terminal),))[0]
         if slot is None or slot is _REFUSED:
             return None if slot is _REFUSED else (None, frozenset())
