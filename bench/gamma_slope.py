@@ -10,7 +10,7 @@ cold pass (untimed: fills the language mask's caches) and a timed pass, where wh
 `matcher.allowed()` before each token — the language's mask and Γ's filter of it. The guide's
 mask memo, which keys Γ's masks by configuration and Γ's content, would replay the cold pass's
 masks: it is shrunk to one entry, so the timed pass computes every Γ filter, from the binder's
-shifts and judges as the cold pass left them (as earlier traffic would; they are keyed by Γ's
+shifts, judges and verdicts as the cold pass left them (as earlier traffic would; keyed by Γ's
 content too, bounded). With `--cold-binder` those are cleared before the timed pass, which then
 meets each state's first time itself (a chain's predicates meet equal states again, so its
 steps grow cheaper as it goes). With `--gamma-cache` the memo instead holds every mask of a
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument(
         "--cold-binder",
         action="store_true",
-        help="clear the binder's shifts and judges before the timed pass",
+        help="clear the binder's memos (shifts, judges, verdicts) before the timed pass",
     )
     args = parser.parse_args()
     if args.gamma_cache and args.cold_binder:
