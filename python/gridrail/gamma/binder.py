@@ -508,22 +508,44 @@ class Binder:
             block = self._oblige(slot_kind, block, values, key)
             if slot_kind == "target":
                 block = self._target(block, key)
-        if terminal in self._merging and self._in_from(block):
-            return None
-        event = self._opens.get(move)
-        if self._refused_event(event, block, values):
-            return None
-        block = self._joined(node, move, block)
+        block = self._admitted(node, move, terminal, block, values)
         if block is _REFUSED:
             return None
-        pushed = node.push(move, terminal)
-        name = self._names[terminal]
-        values = Cell(Token(name, text if name in NAMED else ""), values)
-        if event is not None and event != "item paren":
-            block = self._open(event, block, node, values)
+        kept = text if self._names[terminal] in NAMED else ""
+        pushed, values, block = self._pushed(node, move, terminal, kept, block, values)
         if terminal not in self._restricted and not self._alive(pushed, values, block):
             return None  # nothing could follow it: a dead end
         return pushed, _shaped(values), block
+
+    def _admitted(
+        self, node: StackNode, move: int, terminal: int, block: Block | None, values: Cell | None
+    ) -> Block | object | None:
+        """Γ's refusals of a shift to `move` that are not a name's — a NATURAL / USING join in
+        FROM, a clause `_refused_event` refuses, a parenthesized join inside another: _REFUSED,
+        else Γ as `_joined` leaves it (what `_shift` and `_slot_if` both apply)."""
+        if terminal in self._merging and self._in_from(block):
+            return _REFUSED
+        if self._refused_event(self._opens.get(move), block, values):
+            return _REFUSED
+        return self._joined(node, move, block)
+
+    def _pushed(
+        self,
+        node: StackNode,
+        move: int,
+        terminal: int,
+        text: str,
+        block: Block | None,
+        values: Cell | None,
+    ) -> tuple[StackNode, Cell, Block | None]:
+        """The stack, the values and Γ once `terminal` (kept as `text`) is shifted to `move`,
+        the clause it starts opened."""
+        pushed = node.push(move, terminal)
+        values = Cell(Token(self._names[terminal], text), values)
+        event = self._opens.get(move)
+        if event is not None and event != "item paren":
+            block = self._open(event, block, node, values)
+        return pushed, values, block
 
     def _target(self, block: Block | None, key: str) -> Block:
         """Γ once a write's target table is named: a block whose one binding it is."""
@@ -1137,20 +1159,12 @@ class Binder:
         if found is None:
             return _REFUSED
         node, values, block, move = found
-        if self._refused_event(self._opens.get(move), block, values):
-            return _REFUSED  # as `_shift` refuses it
-        if terminal in self._merging and self._in_from(block):
-            return _REFUSED
-        block = self._joined(node, move, block)
+        block = self._admitted(node, move, terminal, block, values)
         if block is _REFUSED:
             return _REFUSED  # as `_shift` refuses it
         if terminal not in self._restricted:
             if look > 0:
-                values = Cell(Token(self._names[terminal], ""), values)
-                event = self._opens.get(move)
-                pushed = node.push(move, terminal)
-                if event is not None and event != "item paren":
-                    block = self._open(event, block, node, values)
+                pushed, values, block = self._pushed(node, move, terminal, "", block, values)
                 if not self._alive(pushed, values, block, look - 1):
                     return _REFUSED
             return None
