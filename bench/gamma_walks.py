@@ -25,7 +25,6 @@ from gamma_replay import ask_guide
 from host import provenance, report_parser
 
 ROOT = Path(__file__).resolve().parent.parent
-NAME_ERRORS = ("no such column", "ambiguous column", "no such table", "ambiguous reference")
 WRITES = ("insert", "update", "delete", "replace")
 BUDGETS = (24, 40, 64, 128)
 
@@ -41,6 +40,7 @@ def main() -> None:
     import gridrail as gr
     from assets import assets_root
     from gridrail.models import default_model_file
+    from test_gamma import BINDING_ERRORS  # SQLite's refusals for a name (the walk tests')
 
     with warnings.catch_warnings():  # the GGUF vocabulary is not byte complete: said elsewhere
         warnings.simplefilter("ignore")
@@ -78,7 +78,7 @@ def main() -> None:
             try:
                 connection.execute("EXPLAIN " + sql)
             except sqlite3.Error as exc:
-                if any(e in str(exc) for e in NAME_ERRORS):
+                if any(e in str(exc) for e in BINDING_ERRORS):
                     named += 1
                     print(f"name error: {db} #{seed} {sql!r}: {exc}")
         rows.append({"db": db, "walks": args.walks, "writes": writes, "stuck": stuck,

@@ -22,6 +22,8 @@ from gridrail.policy.bundle import Policy
 from gridrail.policy.role import ColumnRule, Role
 from gridrail.policy.schema import Schema
 from gridrail.policy.view import SchemaView
+from support.hr_example import HR_DB
+from support.joins import join_statement
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "checker"
 KINDS = {
@@ -413,3 +415,32 @@ def _mutate(sql: str, schema: Schema, rng: random.Random) -> str:
         replacement = rng.choice([t.text for t in tokens if t.terminal != "QUALIFIER"])
     data = sql.encode()
     return (data[: token.start] + replacement.encode() + data[token.end :]).decode()
+
+
+def test_an_on_that_sqlite_refuses_for_its_names_is_flagged() -> None:
+    """A differential against SQLite on random FROM clauses of joins (`support.joins`, over the
+    HR example): SQLite binds an ON inside a parenthesized join that is not the FROM clause's
+    first item against that join's items only, and refuses an ON that reads an item after its
+    join in an outer join or in a clause with a RIGHT or FULL join. The checker bound every
+    ON against the whole FROM clause and passed such statements (found in session 29). Now
+    every statement SQLite refuses for a name is flagged, and every one the checker passes
+    prepares. (The checker may flag more: SQLite turns a LEFT JOIN into an inner join where a
+    later ON rejects its NULL row, and then lets its ON read later items.)"""
+    schema = Schema.from_sqlite(HR_DB)
+    checker = SemanticChecker(_compiled(), SchemaView(schema, None))
+    rng, flagged = random.Random(29), 0
+    with closing(sqlite3.connect(f"file:{HR_DB}?mode=ro", uri=True)) as db:
+        for _ in range(400):
+            sql = join_statement(rng)
+            try:
+                db.execute("EXPLAIN " + sql)
+                refused = None
+            except sqlite3.Error as exc:
+                refused = str(exc)
+            names = [v for v in checker.check(sql) if v.kind in _NAME_KINDS]
+            flagged += bool(names)
+            assert names or refused is None, (sql, refused)
+    assert 50 < flagged < 350  # both verdicts are common in the sample
+
+
+_NAME_KINDS = ("unknown_column", "ambiguous_column", "unbound_qualifier")

@@ -29,12 +29,19 @@ from gridrail.lru import BoundedLRU
 from gridrail.policy.binding import CLAUSE_REACH, Reach
 from gridrail.spec import spec_mask_gamma
 from support.hr_example import HR_DB, HR_POLICY, hr_guide
+from support.joins import join_statement
 from support.long_tier import long_size
 
 STRICT = gr.GenerationProfile()
 TOKENIZERS = ("gpt2", "qwen2", "llama3", "llama2")
 # SQLite's refusals that name binding (what Γ must make impossible)
-BINDING_ERRORS = ("no such column", "ambiguous column", "no such table", "ambiguous reference")
+BINDING_ERRORS = (
+    "no such column",
+    "ambiguous column",
+    "no such table",
+    "ambiguous reference",
+    "ON clause references tables to its right",
+)
 READERS = ("analyst", "auditor")  # the example's read-only roles
 
 
@@ -678,13 +685,97 @@ def test_no_parenthesized_join_nests_in_another() -> None:
         b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON ",
         b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON amount",  # only later
         b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON total = 1 JOIN ",
+        b"SELECT p.name FROM employees_public AS p LEFT JOIN orders AS o ON ",
+        b"SELECT 1 FROM employees AS e JOIN (orders AS o JOIN salaries AS s ON ",
+        b"SELECT 1 FROM (orders AS o JOIN salaries AS s ON total = 1) RIGHT JOIN ",
     ],
 )
 def test_walks_through_bare_names_in_on(prefix: bytes) -> None:
     """A bare name in ON is owed by the FROM clause (an item after the ON may be the one that
-    binds it): walks from there never meet an empty mask, their masks are the
-    specification's, and every statement binds its names."""
+    binds it, unless SQLite says otherwise: below): walks from there never meet an empty
+    mask, their masks are the specification's, and every statement binds its names."""
     _assert_walks_from(prefix)
+
+
+# What an ON may name, as SQLite 3.40 decides it: SQLite refuses each of these...
+ON_REFUSED = [
+    # an outer join's ON naming an item after it ("ON clause references tables to its right")
+    "SELECT 1 FROM employees AS e LEFT JOIN orders AS o ON amount = o.total "
+    "JOIN salaries AS s ON 1;",
+    # any ON naming an item after it, once the clause has a RIGHT or FULL join anywhere
+    "SELECT 1 FROM employees AS e JOIN orders AS o ON amount = 1 RIGHT JOIN salaries AS s ON 1;",
+    "SELECT 1 FROM employees_public AS p RIGHT JOIN orders AS o ON 1 JOIN employees AS e "
+    "ON amount = 1 JOIN salaries AS s ON 1;",
+    "SELECT 1 FROM employees AS e JOIN orders AS o ON EXISTS (SELECT 1 FROM employees_public AS "
+    "p WHERE p.id = s.employee_id) FULL JOIN salaries AS s ON 1;",
+    # an ON inside a parenthesized join that is not the FROM clause's first item sees only
+    # that join's items (SQLite reads it as a subquery): "no such column"
+    "SELECT 1 FROM employees AS e JOIN (orders AS o JOIN salaries AS s ON e.name = 1) ON 1;",
+    "SELECT 1 FROM employees AS e JOIN (orders AS o JOIN salaries AS s ON manager_id = 1) ON 1;",
+    "SELECT 1 FROM employees AS e JOIN (orders AS o JOIN salaries AS s ON EXISTS (SELECT 1 "
+    "FROM employees_public AS p WHERE p.id = e.id)) ON 1;",
+]
+# ... and prepares these, which L_Γ refuses (docs/names.md): a qualifier in ON names an item
+# before it; after an ON that owes a bare name to a later item, no RIGHT or FULL join, not
+# even inside a parenthesized join, where SQLite would allow it
+ON_NARROWED = [
+    "SELECT 1 FROM employees AS e JOIN orders AS o ON s.amount = 1 JOIN salaries AS s ON 1;",
+    "SELECT 1 FROM employees AS e JOIN orders AS o ON amount = 1 "
+    "JOIN (salaries AS s RIGHT JOIN employees_public AS p ON 1) ON 1;",
+]
+# ... and these, which L_Γ holds
+ON_BOUND = [
+    "SELECT 1 FROM employees AS e JOIN orders AS o ON amount = 1 JOIN salaries AS s ON 1;",
+    "SELECT 1 FROM employees AS e JOIN orders AS o ON amount = 1 LEFT JOIN salaries AS s ON 1;",
+    "SELECT 1 FROM employees AS e LEFT JOIN orders AS o ON total = e.id JOIN salaries AS s ON 1;",
+    "SELECT 1 FROM employees AS e JOIN orders AS o ON total = e.id RIGHT JOIN salaries AS s "
+    "ON amount = o.total;",
+    "SELECT 1 FROM employees AS e JOIN (orders AS o JOIN salaries AS s ON amount = o.total) "
+    "ON s.since = e.dept;",
+    # the FROM clause's first item: SQLite reads its join as if it had no parentheses
+    "SELECT 1 FROM (orders AS o JOIN salaries AS s ON amount = o.total) JOIN employees AS e "
+    "ON e.id = s.employee_id;",
+    # a query around the clause is seen from inside the parentheses
+    "SELECT 1 FROM employees_public AS q WHERE EXISTS (SELECT 1 FROM orders AS o JOIN "
+    "(employees AS e JOIN salaries AS s ON s.employee_id = q.id) ON 1);",
+]
+
+
+def test_an_on_names_only_what_sqlite_lets_it_see() -> None:
+    """SQLite binds an ON against its join's items before it and, unless the clause has a
+    RIGHT or FULL join (anywhere) or the ON is an outer join's, the items after it; inside a
+    parenthesized join that is not the first item, against that join's items only. Γ let
+    both kinds of refusal through (a differential against SQLite found them, session 29)."""
+    guide = _guide()
+    for sql in ON_REFUSED:
+        refused = _prepares(sql)
+        assert refused and any(e in refused for e in BINDING_ERRORS), (sql, refused)
+        assert _accepts(hr_guide(_vocab(), "auditor", STRICT), sql), ("in L", sql)
+        assert not _accepts(guide, sql), sql
+    for sql in ON_NARROWED:
+        assert _prepares(sql) is None, sql
+        assert not _accepts(guide, sql), sql
+    for sql in ON_BOUND:
+        assert _prepares(sql) is None, sql
+        assert _accepts(guide, sql), sql
+
+
+@pytest.mark.parametrize("long", [False, pytest.param(True, marks=pytest.mark.long)])
+def test_every_join_gamma_accepts_sqlite_binds(long: bool) -> None:
+    """A differential against SQLite: random FROM clauses of joins (`support.joins`: every
+    operator, a parenthesized join first or later, ON names before and after it, inside and
+    outside the parentheses, of a query around it, in subqueries). SQLite prepares every
+    statement L_Γ accepts without a binding error, and L_Γ accepts a good part of them."""
+    guide, rng = _guide(), random.Random(29)
+    count = long_size(3000, 600) if long else 150
+    accepted = 0
+    for _ in range(count):
+        sql = join_statement(rng)
+        if _accepts(guide, sql):
+            accepted += 1
+            refused = _prepares(sql)
+            assert refused is None or not any(e in refused for e in BINDING_ERRORS), (sql, refused)
+    assert accepted >= count // 3
 
 
 @pytest.mark.parametrize(

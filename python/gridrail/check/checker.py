@@ -142,6 +142,8 @@ class _Binder:
         self.keyword_functions = keyword_functions  # tree label -> the function it calls
         self.violations: list[Violation] = []
         self.cte_bindings = 0
+        # while an ON is bound: the FROM items after its join that it may not read (`_On`)
+        self.after_on: tuple[Source, ...] = ()
 
     # -- statements
 
@@ -472,28 +474,64 @@ class _Binder:
 
     def from_clause(self, node: Tree, scope: Scope) -> None:
         """Add the FROM items to `scope`; ON conditions are bound once all are there."""
-        conditions: list[Tree] = []
-        self.join_source(node.trees()[0], scope, conditions)
-        for condition in conditions:
-            self.expression(condition, scope)
+        conditions: list[_On] = []
+        self.join_list(node.trees()[0], scope, scope, conditions)
+        for on in conditions:
+            self.after_on = on.after
+            try:
+                self.expression(on.condition, on.scope)
+            finally:
+                self.after_on = ()
 
-    def join_source(self, node: Tree, scope: Scope, conditions: list[Tree]) -> list[Source]:
-        """Add the sources of one FROM item or join to `scope`; return them, left to right."""
+    def join_list(
+        self, node: Tree, scope: Scope, names: Scope, conditions: list[_On]
+    ) -> list[Source]:
+        """Add the sources of one list of joins (a FROM clause, or a parenthesized join SQLite
+        reads as a subquery) to `scope`, and its ON conditions, bound in `names`, to
+        `conditions`; return the sources, left to right. SQLite refuses an ON that reads an
+        item after its join ("ON clause references tables to its right") in an outer join,
+        and in every join of a list that has a RIGHT or FULL one."""
+        joins: list[tuple[Tree, set[str], int]] = []  # ON, its join's kinds, items up to it
+        sources = self.join_source(node, scope, names, conditions, joins, True)
+        right = any(kinds & {"right", "full"} for _, kinds, _ in joins)
+        for condition, kinds, end in joins:
+            strict = right or "left" in kinds
+            conditions.append(_On(condition, names, tuple(sources[end:]) if strict else ()))
+        return sources
+
+    def join_source(
+        self,
+        node: Tree,
+        scope: Scope,
+        names: Scope,
+        conditions: list[_On],
+        joins: list[tuple[Tree, set[str], int]],
+        first: bool,
+    ) -> list[Source]:
+        """Add the sources of one FROM item or join to `scope`; return them, left to right.
+        `first`: the item begins its list, where SQLite reads a parenthesized join as if it
+        had no parentheses; elsewhere as a subquery, whose ON conditions see only its own
+        items and the queries around this one."""
         if node.label == "parenthesized_join":
-            return self.join_source(node.trees()[0], scope, conditions)
+            if first:
+                return self.join_source(node.trees()[0], scope, names, conditions, joins, True)
+            own = Scope(names.parent, names.ctes, recursive=names.recursive)
+            own.sources.extend(self.join_list(node.trees()[0], scope, own, conditions))
+            return own.sources
         if node.label != "join":
             source = self.from_item(node, scope)
             scope.sources.append(source)
             return [source]
         left_node, operator, right_node, *constraint = node.trees()
-        left = self.join_source(left_node, scope, conditions)
-        right = self.join_source(right_node, scope, conditions)
+        left = self.join_source(left_node, scope, names, conditions, joins, first)
+        right = self.join_source(right_node, scope, names, conditions, joins, False)
         if operator.terminals("NATURAL"):
             shared = {k for s in right if s.columns for k in s.columns if _exposing(left, k)}
             self.merge_columns(left, right, shared, operator)
         for condition in constraint:
             if condition.label == "on":
-                conditions.append(condition)
+                kinds = {t.label for t in operator.trees()}
+                joins.append((condition, kinds, len(left) + len(right)))
             else:
                 self.using(condition, left, right)
         return left + right
@@ -735,6 +773,17 @@ class _Binder:
     def read(self, source: Source, column: str, span: Span) -> None:
         """A reference to `column` of `source` that reads it: the role needs select, and
         must see the column."""
+        if source in self.after_on:
+            self.report(
+                "unknown_column",
+                f'this ON reads "{column}" of {source.label}, which comes after its join: '
+                "SQLite refuses that in an outer join's ON, and in every ON of a FROM clause "
+                'that has a RIGHT or FULL join ("ON clause references tables to its right"); '
+                "join that item first, or move the condition to WHERE",
+                span,
+                column=column,
+            )
+            return
         table = source.table
         if table is not None and not self.view.may_read:
             what = f'column "{column}" of table "{table.name}"'
@@ -939,6 +988,16 @@ def _from_table_names(from_clause: Tree) -> Iterator[Token]:
             yield node.terminals("TABLE_NAME")[0]
         elif node.label in ("join", "parenthesized_join"):
             pending.extend(node.trees())
+
+
+@dataclass(frozen=True)
+class _On:
+    """An ON condition, the scope it binds in, and the FROM items after its join it may not
+    read (empty: any)."""
+
+    condition: Tree
+    scope: Scope
+    after: tuple[Source, ...]
 
 
 def _alias(node: Tree) -> Token | None:

@@ -11,11 +11,14 @@ holds one per token and rollback pops it.
 L_Γ ⊆ L: the sentences of L whose names bind, by the dialect's rules, to what the role may
 see. In a SELECT block:
 * names in ON, WHERE, GROUP BY, HAVING, ORDER BY and LIMIT are *slots* once the FROM clause
-  has closed (ON: the items declared so far): only names that bind are allowed;
+  has closed (ON: the items declared so far, of its parenthesized join if that join is not
+  the clause's first item — SQLite reads such a join as a subquery): only names that bind
+  are allowed;
 * names in the select list come before their FROM clause, and bare names in ON are bound by
   SQLite against the whole FROM list: they are *obligations* (`gamma.obligations`), each
   allowed only while the FROM clause can still discharge all of them, and the FROM clause's
-  tables, aliases and its end are allowed only on that condition;
+  tables, aliases and its end are allowed only on that condition (a bare name in ON must
+  also be a column of an item the ON sees: `_obliges`);
 * outside every block (a VALUES row) nothing is bound.
 An INSERT / UPDATE / DELETE is a block too: its target is a table the role may write, and
 once named it is the block's one binding — an INSERT's column list and an UPDATE's SET
@@ -97,6 +100,10 @@ LABELS = (
     "delete_stmt",
     "assignment",
     "column_name_list",
+    "join_operator",
+    "left",
+    "right",
+    "full",
 )
 # The terminals of name slots and of the names the binder records.
 QUALIFIER, COLUMN_NAME, TABLE_NAME = "QUALIFIER", "COLUMN_NAME", "TABLE_NAME"
@@ -109,6 +116,9 @@ WRITE_CLAUSES = ("set", "where_clause", "returning_clause")  # where a write's n
 # Joins that merge columns by name (NATURAL, USING): L_Γ has none in a SELECT block — which
 # names they merge, and when SQLite finds them ambiguous, is left to a later part.
 MERGING_JOINS = ("NATURAL", "USING")
+# Joins after which every ON of the clause must name only items before it (SQLite: "ON clause
+# references tables to its right"); refused once an ON owes a name a later item must provide
+RIGHTWARD_JOINS = ("RIGHT", "FULL")
 
 
 class GammaState(NamedTuple):
@@ -274,6 +284,7 @@ class Binder:
         }
         self._words: dict[int, dict[str, str]] = {}
         self._merging = {self._index[n] for n in MERGING_JOINS if n in self._index}
+        self._rightward = {self._index[n] for n in RIGHTWARD_JOINS if n in self._index}
         # `*`: a star's reduction is refused where it would read a column the role may not see
         self._stars = {self._index[n] for n in ("STAR", "__ANON_STAR") if n in self._index}
         # FROM: an UPDATE's is refused (its SET values could not be bound before its items)
@@ -288,7 +299,7 @@ class Binder:
         hidden = any(not seen for key in self._writes for _, seen in self._tables[key][1])
         starts = ("SELECT", "VALUES", "WITH") if hidden else ()
         self._source_starts = {self._index[n] for n in starts if n in self._index}
-        refusable = self._merging | self._stars | self._from | self._source_starts
+        refusable = self._merging | self._rightward | self._stars | self._from | self._source_starts
         slot_bits = sum(1 << t for t in self._restricted | refusable)
         every = (1 << len(self._names)) - 1
         layout = [
@@ -525,6 +536,8 @@ class Binder:
         else Γ as `_joined` leaves it (what `_shift` and `_slot_if` both apply)."""
         if terminal in self._merging and self._in_from(block):
             return _REFUSED
+        if terminal in self._rightward and self._in_from(block) and innermost(block).forward:  # type: ignore[union-attr]
+            return _REFUSED
         if self._refused_event(self._opens.get(move), block, values):
             return _REFUSED
         return self._joined(node, move, block)
@@ -560,7 +573,13 @@ class Binder:
             return block
         qualifier = self._qualifier_before(values) if slot == "qualified column" else None
         grown = inner.obligations.with_column(qualifier, key)
-        return _replace_inner(block, replace(inner, obligations=grown))
+        # a bare name in ON that no item before it has: a later item will (`forward`)
+        ahead = inner.phase is Phase.ON and not any(
+            key in b.columns for b in inner.visible_bindings()
+        )
+        return _replace_inner(
+            block, replace(inner, obligations=grown, forward=inner.forward or ahead)
+        )
 
     def _qualifier_before(self, values: Cell | None) -> str | None:
         token = _last_token(values, QUALIFIER)
@@ -659,9 +678,13 @@ class Binder:
         return found
 
     def _obliging_slot(self, inner: Block, slot: str, qualifier: str | None) -> Slot:
-        """A column in a select list: the names that keep the obligations dischargeable."""
+        """A column in a select list, or a bare one in ON: the names that keep the
+        obligations dischargeable."""
         catalog = self.catalog(inner)
-        if qualifier is None:
+        if qualifier is None and inner.on_left:  # `Block.on_left`: an item it sees has it
+            seen = inner.visible_bindings()
+            candidates = {k: c.name for b in seen for k, c in b.columns.items() if c.visible}
+        elif qualifier is None:
             candidates = {
                 k: c.name for t in catalog.tables.values() for k, c in t.items() if c.visible
             }
@@ -805,7 +828,10 @@ class Binder:
             )
             return _replace_inner(block, replace(inner, phase=Phase.FROM, aliases=aliases))
         if event == "on" and inner.phase is Phase.FROM:
-            return _replace_inner(block, replace(inner, phase=Phase.ON))
+            # the values end with the join's operator, its right-hand item and the ON
+            operator = values.tail.tail.head if values.tail and values.tail.tail else None
+            left = operator is _OUTER_JOIN or inner.join_base is not None or inner.right_joined
+            return _replace_inner(block, replace(inner, phase=Phase.ON, on_left=left))
         return block
 
     def _own(
@@ -909,9 +935,16 @@ class Binder:
                 raise _Refused  # two FROM items of one name
             return None, _declare(block, inner, binding)
         if label == "parenthesized_join" and inner is not None and inner.in_join:
-            return None, _replace_inner(block, replace(inner, in_join=False))  # `_joined`
+            closed = replace(inner, in_join=False, join_base=None)  # `_joined`
+            return None, _replace_inner(block, closed)
         if label == "on" and inner is not None and inner.phase is Phase.ON:
-            return None, _replace_inner(block, replace(inner, phase=Phase.FROM))
+            return None, _replace_inner(block, replace(inner, phase=Phase.FROM, on_left=False))
+        if label in _OUTER_JOINS:
+            if label != "left" and inner is not None and inner.phase is Phase.FROM:
+                block = _replace_inner(block, replace(inner, right_joined=True))
+            return _OUTER_JOIN, block
+        if label == "join_operator" and _OUTER_JOIN in children:
+            return _OUTER_JOIN, block
         if label == "from_clause" and inner is not None and inner.phase is Phase.FROM:
             bindings = tuple(reversed(list(cells(inner.declared))))
             if bound and not discharged(inner.obligations, bindings, inner.outer):  # type: ignore[arg-type]
@@ -1196,7 +1229,8 @@ class Binder:
             return block
         if inner.in_join:
             return _REFUSED
-        return _replace_inner(block, replace(inner, in_join=True))
+        # not the FROM clause's first item: SQLite reads the join as a subquery (`join_base`)
+        return _replace_inner(block, replace(inner, in_join=True, join_base=inner.declared))
 
     def _refused_event(self, event: str | None, block: Block | None, values: Cell | None) -> bool:
         """Is the clause a shift would start refused: a `(` opening a FROM item where
@@ -1562,9 +1596,11 @@ _COLUMN_SLOTS = ("column", "qualified column")
 
 def _obliges(inner: Block, slot: str | None) -> bool:
     """Is a name at `slot` an obligation of `inner`: a column in its select list, or a bare
-    column in ON — SQLite binds those against the whole FROM list, items after the ON
-    included (`a JOIN b ON x = y JOIN c …`), so they are owed until the FROM clause ends, as
-    the select list's are (a qualified one in ON names an item declared before it)."""
+    column in ON? SQLite binds the latter against the whole FROM list, items after the ON
+    included (`a JOIN b ON x = 1 JOIN c` may take `x` from `c`), so it is owed until the FROM
+    clause ends — except where SQLite takes it only from the items the ON sees
+    (`Block.on_left`), and a later item must not have it too. A qualified one in ON names an
+    item declared before it."""
     if inner.phase is Phase.COLUMNS:
         return slot in _COLUMN_SLOTS
     return inner.phase is Phase.ON and slot == "column"
@@ -1617,7 +1653,7 @@ def _head_content(head: object) -> bytes:
     if isinstance(head, _Result):
         serial = 0 if head.core is None else head.core.serial
         return f"_Result({head.columns!r}, {serial})".encode("utf-8", "backslashreplace")
-    if head is None or isinstance(head, Token | _ColumnRef | _Alias | _Names):
+    if head is None or isinstance(head, Token | _ColumnRef | _Alias | _Names | _JoinKind):
         return repr(head).encode("utf-8", "backslashreplace")
     raise TypeError(f"no content for a semantic value of type {type(head).__name__}")
 
@@ -1628,6 +1664,16 @@ class _ColumnRef(NamedTuple):
 
 class _Alias(NamedTuple):
     text: str | None
+
+
+class _JoinKind(NamedTuple):
+    """A join operator's kind, passed up to its ON (only outer joins are marked)."""
+
+    outer: bool
+
+
+_OUTER_JOIN = _JoinKind(True)  # LEFT, RIGHT or FULL: its ON may not name the items after it
+_OUTER_JOINS = ("left", "right", "full")  # the grammar's labels of those join kinds
 
 
 class _Result(NamedTuple):

@@ -40,7 +40,7 @@ class Phase(Enum):
 
     COLUMNS = "columns"  # the select list, before FROM: names are not resolved (open)
     FROM = "from"  # inside the FROM clause, outside ON: derived tables cannot see the block
-    ON = "on"  # an ON expression: the bindings declared so far
+    ON = "on"  # an ON expression: the bindings declared so far (of its parenthesized join)
     AFTER = "after"  # WHERE, GROUP BY, HAVING: every binding and the select-list aliases
     RESULT = "result"  # ORDER BY of a compound select: the result column names only
     NO_NAMES = "no-names"  # LIMIT / OFFSET: no column at all (SQLite refuses them)
@@ -132,14 +132,29 @@ class Block:
     local: bool = False  # GROUP BY / ORDER BY terms: no name binds further out than here
     target: Binding | None = None  # an INSERT / UPDATE / DELETE: the table it writes
     in_join: bool = False  # inside a parenthesized join of its FROM clause (L_Γ nests none)
+    # the bindings declared before the open parenthesized join, where it is not the FROM
+    # clause's first item: SQLite reads such a join as a subquery, so an ON inside it sees
+    # only the join's own items (None: no such join open)
+    join_base: Cell | None = None
+    # in ON: its bare names bind only to the items it sees (`visible_bindings`) — an outer
+    # join's ON, one inside `join_base`'s join, or any once the clause has a RIGHT or FULL
+    # join (SQLite: "ON clause references tables to its right")
+    on_left: bool = False
+    forward: bool = False  # an ON of the clause owes a bare name no item before it has
+    right_joined: bool = False  # the FROM clause has a RIGHT or FULL join
     # names this block object in memo keys: never reused (`replace` draws a new one), unlike
     # an id, so a key that outlives its block cannot be taken for another's
     serial: int = field(init=False, repr=False, default_factory=_serials.__next__)
 
     def visible_bindings(self) -> tuple[Binding, ...]:
-        if self.phase is Phase.ON:
-            return tuple(cells(self.declared))  # type: ignore[arg-type]
-        return self.bindings
+        if self.phase is not Phase.ON:
+            return self.bindings
+        seen = []
+        cell = self.declared
+        while cell is not None and cell is not self.join_base:
+            seen.append(cell.head)
+            cell = cell.tail
+        return tuple(seen)  # type: ignore[arg-type]
 
 
 class ResultItem(NamedTuple):
