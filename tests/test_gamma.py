@@ -767,7 +767,7 @@ def test_every_join_gamma_accepts_sqlite_binds(long: bool) -> None:
     outside the parentheses, of a query around it, in subqueries). SQLite prepares every
     statement L_Γ accepts without a binding error, and L_Γ accepts a good part of them."""
     guide, rng = _guide(), random.Random(29)
-    count = long_size(3000, 600) if long else 150
+    count = long_size(20_000, 3_000) if long else 600
     accepted = 0
     for _ in range(count):
         sql = join_statement(rng)
