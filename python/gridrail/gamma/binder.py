@@ -17,8 +17,9 @@ see. In a SELECT block:
 * names in the select list come before their FROM clause, and bare names in ON are bound by
   SQLite against the whole FROM list: they are *obligations* (`gamma.obligations`), each
   allowed only while the FROM clause can still discharge all of them, and the FROM clause's
-  tables, aliases and its end are allowed only on that condition (a bare name in ON must
-  also be a column of an item the ON sees: `_obliges`);
+  tables, aliases and its end are allowed only on that condition (where SQLite binds an
+  ON's bare names to the items before it only, they must be columns of those; after an ON
+  that owes a later item a name, no RIGHT or FULL join: `_obliges`);
 * outside every block (a VALUES row) nothing is bound.
 An INSERT / UPDATE / DELETE is a block too: its target is a table the role may write, and
 once named it is the block's one binding — an INSERT's column list and an UPDATE's SET
@@ -536,7 +537,8 @@ class Binder:
         else Γ as `_joined` leaves it (what `_shift` and `_slot_if` both apply)."""
         if terminal in self._merging and self._in_from(block):
             return _REFUSED
-        if terminal in self._rightward and self._in_from(block) and innermost(block).forward:  # type: ignore[union-attr]
+        inner = innermost(block)
+        if terminal in self._rightward and self._in_from(block) and inner and inner.forward:
             return _REFUSED
         if self._refused_event(self._opens.get(move), block, values):
             return _REFUSED
