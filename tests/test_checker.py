@@ -23,7 +23,7 @@ from gridrail.policy.role import ColumnRule, Role
 from gridrail.policy.schema import Schema
 from gridrail.policy.view import SchemaView
 from support.hr_example import HR_DB
-from support.joins import join_statement
+from support.name_probes import join_statement
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "checker"
 KINDS = {
@@ -418,10 +418,11 @@ def _mutate(sql: str, schema: Schema, rng: random.Random) -> str:
 
 
 def test_an_on_that_sqlite_refuses_for_its_names_is_flagged() -> None:
-    """A differential against SQLite on random FROM clauses of joins (`support.joins`, over the
-    HR example): SQLite binds an ON inside a parenthesized join that is not the FROM clause's
-    first item against that join's items only, and refuses an ON that reads an item after its
-    join in an outer join or in a clause with a RIGHT or FULL join. The checker bound every
+    """A differential against SQLite on random FROM clauses of joins
+    (`support.name_probes.join_statement`, over the HR example): SQLite binds an ON inside a
+    parenthesized join that is not the FROM clause's first item against that join's items
+    only, and refuses an ON that reads an item after its join in an outer join or in a clause
+    with a RIGHT or FULL join. The checker bound every
     ON against the whole FROM clause and passed such statements (found in session 29). Now
     every statement SQLite refuses for a name is flagged, and every one the checker passes
     prepares. (The checker may flag more: SQLite turns a LEFT JOIN into an inner join where a

@@ -274,7 +274,7 @@ class Binder:
             for p in oracle.compiled.grammar.productions
         )
         self._aliases = "table_alias" not in missing
-        slot_names = (QUALIFIER, COLUMN_NAME, TABLE_NAME, TABLE_ALIAS)
+        slot_names = (QUALIFIER, COLUMN_NAME, TABLE_NAME, TABLE_ALIAS, CTE_NAME)
         self._restricted = {self._index[n] for n in slot_names if n in self._index}
         # Name terminals whose language also spells the names a statement declares: Γ keeps
         # them to the role's words wherever it does not judge the slot (`with_declared_names`)
@@ -331,7 +331,7 @@ class Binder:
         """Per LR state reached by a shift: the block event it starts ("select", "from", "on",
         "with", "values", "set", or a clause of `CLAUSE_REACH`), and the name slot it fills
         ("qualifier", "column", "qualified column", "table", "alias", "target", "target
-        column")."""
+        column", "cte")."""
         opens: dict[int, str] = {}
         slots: dict[int, str] = {}
         starts = {
@@ -357,6 +357,8 @@ class Binder:
                     slots[state] = "table"
                 if label == "table_alias" and dot >= 1 and symbols[dot - 1] == TABLE_ALIAS:
                     slots[state] = "alias"
+                if label == "common_table_expr" and dot == 1 and symbols[0] == CTE_NAME:
+                    slots[state] = "cte"
                 if label in ("subquery_table", "parenthesized_join") and dot == 1:
                     opens[state] = "item paren"
                 written = symbols[dot - 1] if dot >= 1 else None
@@ -520,6 +522,8 @@ class Binder:
             block = self._oblige(slot_kind, block, values, key)
             if slot_kind == "target":
                 block = self._target(block, key)
+            if slot_kind == "cte":  # its body follows (`Block.defining`)
+                block = replace(block, defining=key)  # type: ignore[arg-type]
         block = self._admitted(node, move, terminal, block, values)
         if block is _REFUSED:
             return None
@@ -603,6 +607,8 @@ class Binder:
             return None
         if slot == "target":  # a write's: the tables the role may write (never a CTE)
             return self._target_slot
+        if slot == "cte":
+            return self._cte_slot(block)
         if slot == "target column":  # INSERT's column list, UPDATE's SET: the target's
             if inner is None or inner.target is None:
                 return None  # USING lists
@@ -660,11 +666,12 @@ class Binder:
                 self._aliases and alias is not None,
                 lambda name: alias is not None and self._reads_as(name.encode(), alias),
             )
-        base, ctes = self._catalog, self._ctes_in_scope(block)
-        if not ctes:
+        base, ctes, defining = self._catalog, self._ctes_in_scope(block), _defining(block)
+        if not ctes and not defining:
             return base
-        key = tuple((k, _Same(columns)) for k, columns in ctes.items())
-        return self._scoped.memo(key, lambda: replace(base, tables={**base.tables, **ctes}))
+        key = (tuple((k, _Same(columns)) for k, columns in ctes.items()), defining)
+        tables = {k: t for k, t in {**base.tables, **ctes}.items() if k not in defining}
+        return self._scoped.memo(key, lambda: replace(base, tables=tables))
 
     def _ctes_in_scope(self, block: Block | None) -> dict[str, dict[str, Column]]:
         """Key -> columns of each CTE a FROM item at `block` may name (the innermost of a
@@ -746,11 +753,22 @@ class Binder:
 
     def _tables_in_scope(self, block: Block | None) -> dict[str, str]:
         """Key -> spelling of what a FROM item may name at `block`: the tables the role sees
-        and the CTEs in scope (`_ctes_in_scope`)."""
+        and the CTEs in scope (`_ctes_in_scope`), but no CTE whose body this is (`_defining`)."""
         found = {key: written for key, (written, _) in self._tables.items()}
         for cte_key in self._ctes_in_scope(block):
             found.setdefault(cte_key, cte_key)
+        for key in _defining(block):
+            found.pop(key, None)
         return found
+
+    def _cte_slot(self, block: Block | None) -> Slot:
+        """A CTE's name: any but one of its WITH's, and after the WITH's first CTE, none that
+        a FROM item could already name — SQLite lets every body read every CTE of its WITH,
+        so an earlier body that named a table would read the later CTE instead."""
+        if block is None or block.ctes is None:
+            return Slot({}, frozenset())
+        taken = {key for key, _ in cells(block.ctes)}  # type: ignore[misc]
+        return Slot({}, frozenset(taken | set(self._tables_in_scope(block))))
 
     def _names_for(self, inner: Block, table: str) -> list[str | None]:
         """Names an item of `table` could take: its own, each obligation's qualifier, a fresh
@@ -988,7 +1006,7 @@ class Binder:
             else:
                 columns = result.columns if result else ()
             cte = (self._key(name, CTE_NAME), columns_by_key(columns, self._catalog_key))
-            return None, replace(block, ctes=Cell(cte, block.ctes))
+            return None, replace(block, ctes=Cell(cte, block.ctes), defining=None)
         if len(children) == 1 and isinstance(children[0], _ColumnRef | _Result):
             return children[0], block  # unit rules pass a column reference or a result up
         return None, block
@@ -1732,6 +1750,16 @@ def _full(inner: Block) -> bool:
     if inner.phase not in _FROM_PHASES:
         return False
     return sum(1 for _ in cells(inner.declared)) >= MAX_FROM_ITEMS
+
+
+def _defining(block: Block | None) -> tuple[str, ...]:
+    """The CTEs whose bodies enclose `block` (`Block.defining`), innermost first."""
+    found = []
+    while block is not None:
+        if block.defining is not None:
+            found.append(block.defining)
+        block = block.outer
+    return tuple(found)
 
 
 def _replace_inner(block: Block | None, inner: Block) -> Block:

@@ -128,6 +128,9 @@ class Block:
     aliases: frozenset[str] = frozenset()  # select-list alias keys, once FROM has opened
     result: dict[str, Column] | None = None  # RESULT: names an ORDER BY of a compound may use
     ctes: Cell | None = None  # WITH: (key, columns) of each CTE declared so far
+    # WITH: the key of the CTE whose body is being written — a FROM item of that name there
+    # would be the CTE itself (SQLite: circular, or recursive), which L_Γ has not
+    defining: str | None = None
     obligations: Obligations = NO_OBLIGATIONS  # names the select list used before FROM
     local: bool = False  # GROUP BY / ORDER BY terms: no name binds further out than here
     target: Binding | None = None  # an INSERT / UPDATE / DELETE: the table it writes
