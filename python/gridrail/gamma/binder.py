@@ -608,7 +608,7 @@ class Binder:
         if slot == "target":  # a write's: the tables the role may write (never a CTE)
             return self._target_slot
         if slot == "cte":
-            return self._cte_slot(block)
+            return self._candidates.memo((block, slot), lambda: self._cte_slot(block))
         if slot == "target column":  # INSERT's column list, UPDATE's SET: the target's
             if inner is None or inner.target is None:
                 return None  # USING lists
