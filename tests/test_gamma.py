@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
+from collections.abc import Callable
 from functools import cache
 
 import numpy as np
@@ -807,38 +808,30 @@ def test_a_cte_is_named_as_sqlite_binds_it() -> None:
 
 
 @pytest.mark.parametrize("long", [False, pytest.param(True, marks=pytest.mark.long)])
-def test_every_cte_gamma_accepts_sqlite_binds(long: bool) -> None:
-    """The differential of `test_every_join_gamma_accepts_sqlite_binds` on WITH clauses
-    (`support.name_probes.cte_statement`): own names, later CTEs, shadowed tables, compounds,
-    windows and derived tables over CTEs."""
+@pytest.mark.parametrize(
+    ("statement", "share"),
+    [(join_statement, 3), (cte_statement, 20)],
+    ids=["joins", "ctes"],
+)
+def test_every_statement_gamma_accepts_sqlite_binds(
+    statement: Callable[[random.Random], str], share: int, long: bool
+) -> None:
+    """Differentials against SQLite on random statements (`support.name_probes`): FROM clauses
+    of joins (every operator, a parenthesized join first or later, ON names before and after
+    it, inside and outside the parentheses, of a query around it, in subqueries) and WITH
+    clauses (own names, later CTEs, shadowed tables, compounds, windows and derived tables
+    over CTEs). SQLite prepares every statement L_Γ accepts without a binding error, and L_Γ
+    accepts at least one in `share` of them (a positive control)."""
     guide, rng = _guide(), random.Random(29)
     count = long_size(20_000, 3_000) if long else 600
     accepted = 0
     for _ in range(count):
-        sql = cte_statement(rng)
+        sql = statement(rng)
         if _accepts(guide, sql):
             accepted += 1
             refused = _prepares(sql)
             assert refused is None or not any(e in refused for e in BINDING_ERRORS), (sql, refused)
-    assert accepted >= count // 20  # a positive control
-
-
-@pytest.mark.parametrize("long", [False, pytest.param(True, marks=pytest.mark.long)])
-def test_every_join_gamma_accepts_sqlite_binds(long: bool) -> None:
-    """A differential against SQLite: random FROM clauses of joins (`support.name_probes`: every
-    operator, a parenthesized join first or later, ON names before and after it, inside and
-    outside the parentheses, of a query around it, in subqueries). SQLite prepares every
-    statement L_Γ accepts without a binding error, and L_Γ accepts a good part of them."""
-    guide, rng = _guide(), random.Random(29)
-    count = long_size(20_000, 3_000) if long else 600
-    accepted = 0
-    for _ in range(count):
-        sql = join_statement(rng)
-        if _accepts(guide, sql):
-            accepted += 1
-            refused = _prepares(sql)
-            assert refused is None or not any(e in refused for e in BINDING_ERRORS), (sql, refused)
-    assert accepted >= count // 3
+    assert accepted >= count // share
 
 
 @pytest.mark.parametrize(
