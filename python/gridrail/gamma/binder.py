@@ -541,8 +541,7 @@ class Binder:
         else Γ as `_joined` leaves it (what `_shift` and `_slot_if` both apply)."""
         if terminal in self._merging and self._in_from(block):
             return _REFUSED
-        inner = innermost(block)
-        if terminal in self._rightward and self._in_from(block) and inner and inner.forward:
+        if terminal in self._rightward and self._owes_a_later_item(block):
             return _REFUSED
         if self._refused_event(self._opens.get(move), block, values):
             return _REFUSED
@@ -1232,6 +1231,13 @@ class Binder:
     def _in_from(block: Block | None) -> bool:
         inner = innermost(block)
         return inner is not None and inner.phase in _FROM_PHASES
+
+    @staticmethod
+    def _owes_a_later_item(block: Block | None) -> bool:
+        """In a FROM clause where an ON owes a bare name to an item not written yet
+        (`Block.forward`)?"""
+        inner = innermost(block)
+        return inner is not None and inner.phase in _FROM_PHASES and inner.forward
 
     def _joined(self, node: StackNode, move: int, block: Block | None) -> Block | object | None:
         """Γ after a shift from `node` to state `move`: where it is a table name or a `(` right
