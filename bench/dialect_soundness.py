@@ -68,6 +68,7 @@ SPIDER = ("aircraft", "railway", "perpetrator", "hospital_1")
 CLASSES = (
     ("grammar", r"syntax error|unrecognized token|incomplete input|no tables specified"),
     ("grammar", r"null character|hex literal too big|one statement at a time"),
+    ("grammar", r"parser stack overflow|Expression tree is too large"),
     ("grammar", r"NATURAL join may not have|RETURNING may not use|should come after"),
     # a call's shape: its argument count, DISTINCT, FILTER and OVER for the kind of function
     (

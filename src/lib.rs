@@ -755,25 +755,33 @@ mod bindings {
     #[pymethods]
     impl PyLrTable {
         #[new]
+        #[pyo3(signature = (action, goto, productions, end, words, bound=None))]
         fn new(
             action: Vec<HashMap<u32, i32>>,
             goto: Vec<HashMap<u32, u32>>,
             productions: Vec<(u32, u32)>,
             end: u32,
             words: usize,
+            bound: Option<(Vec<u64>, u64)>,
         ) -> PyResult<Self> {
-            residue::LrTables::new(action, goto, productions, end, words)
-                .map(Self)
-                .map_err(walk_error)
+            let tables = residue::LrTables::new(action, goto, productions, end, words)
+                .map_err(walk_error)?;
+            match bound {
+                Some((weights, near)) => tables.with_bound(weights, near),
+                None => Ok(tables),
+            }
+            .map(Self)
+            .map_err(walk_error)
         }
     }
 
     /// `cd_residue(memo, scanner, lr, trie, ignored, start_scan, stack, scan_state, lexeme_length,
-    /// accept_state, tail, classes, vocab_size, ids_below) -> (tokens, dense)`: `_cd_residue`
+    /// accept_state, tail, classes, vocab_size, ids_below) -> (tokens, dense) | None`: `_cd_residue`
     /// — the tokens of the CD `classes` (as `WalkScanner.walk` returns them) that the live
     /// configuration (its stack's states bottom to top, its pending lexeme) admits: as uint32
-    /// ids, ascending, when fewer than `ids_below`, else (`dense`) as little-endian bits. The
-    /// GIL is released.
+    /// ids, ascending, when fewer than `ids_below`, else (`dense`) as little-endian bits; None
+    /// where a shift lands near the stack bound (the reference decides there). The GIL is
+    /// released.
     /// `WalkMemo(capacity, max_bytes)`: the walks below CD nodes and the step facts that
     /// `cd_residue` keeps across calls (one per guide: each is a function of its key for one
     /// scanner, LR table and trie), at most `capacity` entries a table and `max_bytes` of walks.
@@ -818,7 +826,7 @@ mod bindings {
         classes: Classes<'py>,
         vocab_size: usize,
         ids_below: usize,
-    ) -> PyResult<(Py<PyBytes>, bool)> {
+    ) -> PyResult<Option<(Py<PyBytes>, bool)>> {
         let ignored = ne_u64s(ignored, "ignored set")?;
         if stack.is_empty()
             || ignored.len() != scanner.0.words()
@@ -867,24 +875,26 @@ mod bindings {
             accept_state,
             tail: tail.to_vec(),
         };
-        let bits = py
-            .allow_threads(|| {
-                // a poisoned memo (a panic elsewhere) is only a cache: start it over
-                let mut memo = memo.0.lock().unwrap_or_else(|poisoned| {
-                    let mut memo = poisoned.into_inner();
-                    *memo = residue::WalkMemo::new(memo.capacity(), memo.max_bytes());
-                    memo
-                });
-                residue::cd_residue(
-                    &scanner.0, &lr.0, &ignored, start_scan, &mut memo, &trie.0, &live, &classes,
-                    vocab_size,
-                )
-            })
-            .map_err(walk_error)?;
+        let bits = py.allow_threads(|| {
+            // a poisoned memo (a panic elsewhere) is only a cache: start it over
+            let mut memo = memo.0.lock().unwrap_or_else(|poisoned| {
+                let mut memo = poisoned.into_inner();
+                *memo = residue::WalkMemo::new(memo.capacity(), memo.max_bytes());
+                memo
+            });
+            residue::cd_residue(
+                &scanner.0, &lr.0, &ignored, start_scan, &mut memo, &trie.0, &live, &classes,
+                vocab_size,
+            )
+        });
+        let bits = match bits {
+            Err(walk::WalkError::NearStackBound) => return Ok(None),
+            other => other.map_err(walk_error)?,
+        };
         // `TokenSet.frozen`'s encoding: the ids when fewer than `ids_below`, else the bits
         let count: u32 = bits.iter().map(|b| b.count_ones()).sum();
         if (count as usize) >= ids_below {
-            return Ok((PyBytes::new(py, &bits).unbind(), true));
+            return Ok(Some((PyBytes::new(py, &bits).unbind(), true)));
         }
         // set bits a byte at a time: most bytes of a sparse set are zero
         let mut ids = Vec::with_capacity(count as usize);
@@ -895,7 +905,7 @@ mod bindings {
                 rest &= rest - 1;
             }
         }
-        Ok((ne_bytes(py, &ids, u32::to_ne_bytes), false))
+        Ok(Some((ne_bytes(py, &ids, u32::to_ne_bytes), false)))
     }
 
     /// `SlotScanner(table, layout, slot_accept, slot_live, start, width, token_bytes,

@@ -30,6 +30,10 @@ pub struct LrTables {
     words: usize,
     shift_mask: Vec<Vec<u64>>,
     reductions: Vec<Vec<(u32, Vec<u64>)>>,
+    /// The stack bound (`StackLimit`): per state the weight of its entry, and the load above
+    /// which a shift is left to the reference (`LRMachine._shiftable`'s `near_load`); None:
+    /// unbounded.
+    bound: Option<(Vec<u64>, u64)>,
 }
 
 impl LrTables {
@@ -100,7 +104,23 @@ impl LrTables {
             words,
             shift_mask,
             reductions,
+            bound: None,
         })
+    }
+
+    /// These tables under a stack bound: `weights` per state; a shift onto a stack (its
+    /// reduce chain done) that weighs more than `near` is refused with
+    /// `WalkError::NearStackBound` (`near` leaves room for the heaviest terminal).
+    pub fn with_bound(mut self, weights: Vec<u64>, near: u64) -> Result<Self, WalkError> {
+        if weights.len() != self.action.len() {
+            return Err(WalkError::Shape(format!(
+                "{} stack weights for {} states",
+                weights.len(),
+                self.action.len()
+            )));
+        }
+        self.bound = Some((weights, near));
+        Ok(self)
     }
 
     pub fn words(&self) -> usize {
@@ -125,14 +145,33 @@ impl LrTables {
         // the reference's `_all_terminals`, every terminal but $END: no row holds a bit of
         // $END or past it (`new` leaves them out), so all ones is the same set
         let all = vec![u64::MAX; self.words];
+        // under a stack bound, the load of each part of the stack, bottom up
+        let loads: Option<Vec<u64>> = self.bound.as_ref().map(|(weights, _)| {
+            let mut total = 0;
+            stack
+                .iter()
+                .map(|&q| {
+                    total += weights[q as usize];
+                    total
+                })
+                .collect()
+        });
         let mut pending: Vec<(usize, Vec<u32>, Vec<u64>)> = vec![(stack.len(), Vec::new(), all)];
         while let Some((below_len, overlay, wanted)) = pending.pop() {
             let state = *overlay.last().unwrap_or(&stack[below_len - 1]);
+            let mut shifts = false;
             for (m, (s, w)) in mask
                 .iter_mut()
                 .zip(self.shift_mask[state as usize].iter().zip(&wanted))
             {
                 *m |= s & w;
+                shifts |= s & w != 0;
+            }
+            if let (Some((weights, near)), Some(loads)) = (&self.bound, &loads) {
+                let above: u64 = overlay.iter().map(|&q| weights[q as usize]).sum();
+                if shifts && loads[below_len - 1] + above > *near {
+                    return Err(WalkError::NearStackBound);
+                }
             }
             for (p, group) in &self.reductions[state as usize] {
                 let group: Vec<u64> = group.iter().zip(&wanted).map(|(g, w)| g & w).collect();
@@ -806,6 +845,18 @@ mod tests {
         let huge = MAX_TERMINALS as u32 + 1;
         assert!(LrTables::new(rows(), vec![HashMap::new()], vec![], huge, 1025).is_err());
         assert!(LrTables::new(rows(), vec![HashMap::new()], vec![], 65, 2).is_ok());
+    }
+
+    #[test]
+    fn a_shift_near_the_stack_bound_is_left_to_the_reference() {
+        // state 2 weighs 1, state 0 (the root's) nothing: the stack [2, 0] weighs 1, and
+        // state 0 shifts `a` onto it
+        let near = |near| lr().with_bound(vec![0, 3, 1], near).unwrap();
+        assert_eq!(near(1).shiftable(&[2, 0]).unwrap(), vec![0b1]);
+        assert_eq!(near(0).shiftable(&[2, 0]), Err(WalkError::NearStackBound));
+        // no terminal shifts after `a`: no shift lands near the bound, however low
+        assert_eq!(near(0).shiftable(&[0, 1]).unwrap(), vec![0]);
+        assert!(lr().with_bound(vec![0, 3], 2).is_err()); // a weight per state
     }
 
     #[test]

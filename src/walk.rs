@@ -24,12 +24,16 @@ pub enum WalkError {
     Shape(String),
     /// A state, node or transition outside its table.
     OutOfRange(String),
+    /// A shift would land near the grammar's stack bound, where only the reference decides
+    /// (python/gridrail/parse/depth.py): the caller computes the residue there instead.
+    NearStackBound,
 }
 
 impl fmt::Display for WalkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Shape(what) | Self::OutOfRange(what) => f.write_str(what),
+            Self::NearStackBound => f.write_str("a shift lands near the stack bound"),
         }
     }
 }

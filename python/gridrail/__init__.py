@@ -22,7 +22,7 @@ from gridrail.errors import (
     UsageError,
 )
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
-from gridrail.grammar.model import Grammar
+from gridrail.grammar.model import Grammar, StackBound
 from gridrail.guide import Guide, Matcher, compile
 from gridrail.integrations.specs import SpecError
 from gridrail.mask.bitmask import allocate_bitmask
@@ -75,6 +75,7 @@ __all__ = [
     "SignatureError",
     "SigningKeyError",
     "SpecError",
+    "StackBound",
     "UnmaskedTokenError",
     "UsageError",
     "Violation",

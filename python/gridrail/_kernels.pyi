@@ -142,7 +142,9 @@ class CdClasses:
 
 @final
 class LrTable:
-    """`gridrail.grammar.lalr.LalrTables`' rows for `cd_residue`."""
+    """`gridrail.grammar.lalr.LalrTables`' rows for `cd_residue`; with `bound`, the stack
+    bound's per-state weights and the load above which a shift is left to the reference
+    (`gridrail.parse.depth.StackLimit`)."""
 
     def __init__(
         self,
@@ -151,6 +153,7 @@ class LrTable:
         productions: list[tuple[int, int]],
         end: int,
         words: int,
+        bound: tuple[list[int], int] | None = None,
     ) -> None: ...
 
 @final
@@ -177,10 +180,11 @@ def cd_residue(
     classes: CdClasses | list[tuple[int, int, int, int, bytes]],
     vocab_size: int,
     ids_below: int,
-) -> tuple[bytes, bool]:
+) -> tuple[bytes, bool] | None:
     """`gridrail.mask.compute._cd_residue`: the tokens of the CD `classes` that the live
     configuration (its stack's states bottom to top, its pending lexeme) admits — uint32 ids
-    when fewer than `ids_below`, else (dense) bits."""
+    when fewer than `ids_below`, else (dense) bits; None where a shift lands near the stack
+    bound (the reference decides there)."""
 
 def write_mask_row(bitmask: object, row: object, bits: bytearray) -> bool:
     """`gridrail.mask.bitmask.TokenSet.write_row` with `gridrail.guide.Matcher.fill_bitmask`'s

@@ -539,7 +539,7 @@ def _outside_language(guide: Guide, data: bytes, offset: int) -> Violation:
         byte = data[offset : offset + 1].decode("utf-8", "replace")
         message = (
             f"the statement leaves the language of {name} at byte {offset} ({byte!r}); "
-            f"what may come there: {expected}"
+            f"what may come there: {expected}{oracle.bound_note(cfg)}"
         )
     else:
         stack = oracle.finalize(cfg)

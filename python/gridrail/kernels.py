@@ -88,8 +88,8 @@ def _accepting(scanner: ScannerAutomaton) -> bytes:
 # (`gridrail.mask.walk`: `walk_context_independent` then `ci_tokens`).
 WalkRunner = Callable[["Configuration", int], "tuple[WalkResult, bytes | array]"]
 # The CD residue of a walk from a configuration: the tokens its live stack admits, frozen
-# (`gridrail.mask.compute._cd_residue`).
-ResidueRunner = Callable[["Configuration", "WalkResult"], "bytes | array"]
+# (`gridrail.mask.compute._cd_residue`); None near the stack bound, where the reference decides.
+ResidueRunner = Callable[["Configuration", "WalkResult"], "bytes | array | None"]
 
 
 # Walks below CD nodes the residue kernel keeps per guide (the reference reads them from T1),
@@ -131,8 +131,11 @@ def kernel_tables(oracle: Oracle, trie: TokenTrie) -> KernelTables:
         {node: list(ids) for node, ids in trie.aliases.items()},
     )
     tables = compiled.tables
+    limit = oracle.lr.stack_limit
+    near = limit.limit - limit.margin - limit.heaviest  # as `LRMachine._shiftable` looks closer
+    bound = (list(limit.weights), max(0, int(near))) if limit.bounded else None
     lr = _kernels.LrTable(
-        list(tables.action), list(tables.goto), list(tables.productions), tables.end, words
+        list(tables.action), list(tables.goto), list(tables.productions), tables.end, words, bound
     )
     ignored = _words_of(oracle.ignored_mask, words)
     return KernelTables(scanner, table, lr, ignored, compiled.scanner.start, words)
@@ -180,14 +183,17 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         ids.frombytes(tokens)
         return WalkResult(ci_nodes, cd, kept), ids
 
-    def residue(cfg: Configuration, walked: WalkResult) -> bytes | array:
-        tokens, dense = rust.cd_residue(
+    def residue(cfg: Configuration, walked: WalkResult) -> bytes | array | None:
+        found = rust.cd_residue(
             memo, scanner, lr, table, ignored_words, start_scan, cfg.stack.states(), cfg.scan_state,
             cfg.lexeme_length, cfg.accept_state, cfg.tail,
             walked.cd_classes if walked.kernel_classes is None else walked.kernel_classes,
             vocab_size,
             FROZEN_IDS_BELOW,
         )  # fmt: skip
+        if found is None:  # near the stack bound: the reference's
+            return None
+        tokens, dense = found
         if dense:  # as `TokenSet.frozen` encodes a set
             return tokens
         ids = array("I")

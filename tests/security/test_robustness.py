@@ -20,6 +20,8 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -145,9 +147,16 @@ def _deep_statements(depth: int) -> list[bytes]:
     ]
 
 
+# The engine's own robustness: the dialect's stack bound (sqlite.stack.toml) refuses these past
+# depth ~90, as SQLite does (tests/test_stack_bound.py), so they run on the grammar without it —
+# as a grammar loaded from a file has none.
+UNBOUNDED = replace(SQLITE, stack_bound=None)
+SQLITE_FILE = str(resources.files("gridrail.grammars").joinpath("sqlite.lark"))
+
+
 @pytest.mark.parametrize("depth", [1_000, 10_000])
 def test_deep_nesting_costs_time_not_the_call_stack(depth: int) -> None:
-    guide = gr.compile(SQLITE, _byte_vocab())
+    guide = gr.compile(UNBOUNDED, _byte_vocab())
     oracle = guide.oracle
     with deadline(120):
         for statement in _deep_statements(depth):
@@ -161,7 +170,7 @@ def test_deep_nesting_costs_time_not_the_call_stack(depth: int) -> None:
 
 
 def test_deep_nesting_through_the_matcher_and_the_command_line(tmp_path: Path) -> None:
-    guide = gr.compile(SQLITE, _byte_vocab())
+    guide = gr.compile(UNBOUNDED, _byte_vocab())
     statement = b"SELECT name FROM employees WHERE " + b"NOT " * 3_000 + b"1;"
     with deadline(120):
         matcher = guide.matcher(max_tokens=len(statement) + 8)  # keeps a completion in reach
@@ -170,8 +179,11 @@ def test_deep_nesting_through_the_matcher_and_the_command_line(tmp_path: Path) -
         assert matcher.accept_tokens([*statement[-2:], guide.vocab.eos_token_id])
         lines = tmp_path / "deep.sql"
         lines.write_bytes(statement + b"\n")
-        assert _run_cli("parse", str(lines)) == (0, "1 accepted, 0 rejected\n")
-        code, text = _run_cli("explain", statement.decode())
+        assert _run_cli("parse", "--grammar", SQLITE_FILE, str(lines)) == (
+            0,
+            "1 accepted, 0 rejected\n",
+        )
+        code, text = _run_cli("explain", "--grammar", SQLITE_FILE, statement.decode())
         assert code == 0 and "EOS legal: yes" in text
 
 
@@ -530,11 +542,12 @@ def test_deeply_nested_toml_is_a_policy_error() -> None:
 @pytest.mark.parametrize("depth", [300, 1_000])
 def test_deeply_nested_queries_are_refused_by_the_checker_not_the_call_stack(depth: int) -> None:
     guide = gr.compile(
-        SQLITE,
+        UNBOUNDED,  # the checker's own bound, past the language's (tests/test_stack_bound.py)
         _byte_vocab(),
         schema=gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite"),
         policy=gr.Policy.from_file(EXAMPLES / "hr_policy.toml"),
         role="auditor",
+        catalogue=gr.ConstructCatalogue.bundled("sqlite", UNBOUNDED),
     )
     n = depth
     statements = [

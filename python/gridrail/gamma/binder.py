@@ -243,6 +243,7 @@ class Binder:
         self.rules = names.rules
         tables = compiled.tables
         self._action, self._goto = tables.action, tables.goto
+        self._weights = oracle.lr.stack_limit.weights
         self._lengths = [length for _, length in tables.productions]
         self._lhs = [lhs for lhs, _ in tables.productions]
         self._nonterminal_base = tables.end + 1
@@ -558,7 +559,7 @@ class Binder:
     ) -> tuple[StackNode, Cell, Block | None]:
         """The stack, the values and Γ once `terminal` (kept as `text`) is shifted to `move`,
         the clause it starts opened."""
-        pushed = node.push(move, terminal)
+        pushed = node.push(move, terminal, self._weights[move])
         values = Cell(Token(self._names[terminal], text), values)
         event = self._opens.get(move)
         if event is not None and event != "item paren":
@@ -888,7 +889,7 @@ class Binder:
         value, block = self._action_for(self._labels[production], children, block, node)
         goto = self._goto[node.state][self._lhs[production]]
         return (
-            node.push(goto, self._nonterminal_base + self._lhs[production]),
+            node.push(goto, self._nonterminal_base + self._lhs[production], self._weights[goto]),
             Cell(value, values),
             block,
         )

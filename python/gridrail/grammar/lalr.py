@@ -71,6 +71,14 @@ class LalrTables:
             reductions.append(tuple(sorted(groups.items())))
         return shift_masks, reductions
 
+    @cached_property
+    def rhs_symbols(self) -> tuple[tuple[int, ...], ...]:
+        """Per production: its rhs as symbol ids — terminals, then $END (``end``), then the
+        nonterminals from ``end + 1`` (the ids of stack entries)."""
+        ids = {name: i for i, name in enumerate(self.terminal_names)}
+        ids.update({name: self.end + 1 + i for i, name in enumerate(self.nonterminal_names)})
+        return tuple(tuple(ids[name] for name in rhs) for rhs in self.production_rhs)
+
     @property
     def end(self) -> int:
         """The terminal id of ``$END``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
@@ -30,7 +31,7 @@ from gridrail.grammar.lark_syntax import (
     Sequence,
     parse_lark,
 )
-from gridrail.grammar.model import Grammar, Production, TerminalDef
+from gridrail.grammar.model import Grammar, Production, StackBound, TerminalDef
 from gridrail.grammar.reduce import reduce_grammar
 from gridrail.grammar.regex_syntax import MAX_GROUP_NESTING
 
@@ -70,6 +71,15 @@ def bundled_grammar_text(name: str) -> str:
             f"no bundled grammar named {name!r} (bundled: {', '.join(bundled_names())})"
         )
     return resources.files("gridrail.grammars").joinpath(f"{name}.lark").read_text("utf-8")
+
+
+def bundled_stack_bound(name: str) -> StackBound | None:
+    """The stack bound of a bundled dialect (`<name>.stack.toml` beside its grammar), if any."""
+    path = resources.files("gridrail.grammars").joinpath(f"{name}.stack.toml")
+    if not path.is_file():
+        return None
+    data = tomllib.loads(path.read_text("utf-8"))
+    return StackBound(data["limit"], tuple(data.get("weights", {}).items()))
 
 
 def load_grammar(text: str, source: str = "<grammar>", start: str = "start") -> Grammar:

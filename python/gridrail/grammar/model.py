@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gridrail.canonical import canonical_json, fingerprint_of
 from gridrail.errors import GrammarError
@@ -76,6 +76,37 @@ class Production:
 
 
 @dataclass(frozen=True)
+class StackBound:
+    """How deep the dialect's own parser lets a statement nest: its parser stack has room for
+    so many entries (SQLite: 100, "parser stack overflow" past them), so its language holds
+    only the sentences whose parse fits.
+
+    Gridrail's LR stack stands in for the dialect parser's: an entry weighs what its symbol costs
+    that parser — a terminal listed in `weights` that many entries (a function name lexed with
+    its "(" is three of SQLite's: the name, the "(" and an empty DISTINCT), every other entry
+    one (a rule's too: a reduction never makes a stack heavier, which `gridrail.parse.depth`
+    relies on). A sentence is in the language when no stack of its parse, after a shift, weighs more
+    than `limit` (`gridrail.parse.depth`, docs/semantics.md)."""
+
+    limit: int
+    weights: tuple[tuple[str, int], ...] = ()  # (terminal name, weight), sorted by name
+
+    def __post_init__(self) -> None:
+        if type(self.limit) is not int or self.limit < 1:
+            raise GrammarError(f"a stack bound's limit must be an int >= 1: {self.limit!r}")
+        for name, weight in self.weights:
+            if not isinstance(name, str) or type(weight) is not int or weight < 1:
+                raise GrammarError(
+                    f"a stack bound's weights are terminal names with ints >= 1: "
+                    f"{name!r} = {weight!r}"
+                )
+        object.__setattr__(self, "weights", tuple(sorted(self.weights)))
+
+    def as_json(self) -> list[object]:
+        return [self.limit, [[name, weight] for name, weight in self.weights]]
+
+
+@dataclass(frozen=True)
 class Grammar:
     """A context-free grammar whose terminals carry byte-level regular languages."""
 
@@ -85,6 +116,18 @@ class Grammar:
     start: str
     name: str = "<grammar>"
     declared: frozenset[str] = frozenset()  # %declare'd terminals: no lexeme, never scanned
+    stack_bound: StackBound | None = None  # None: nesting is not bounded
+
+    def __post_init__(self) -> None:
+        if self.stack_bound is not None:
+            names = {t.name for t in self.terminals}
+            unknown = [name for name, _ in self.stack_bound.weights if name not in names]
+            if unknown:
+                raise GrammarError(
+                    f"the stack bound weighs terminals the grammar does not have: "
+                    f"{', '.join(unknown[:5])}",
+                    source=self.name,
+                )
 
     @classmethod
     def from_lark(cls, text: str, source: str = "<grammar>", start: str = "start") -> Grammar:
@@ -113,9 +156,11 @@ class Grammar:
     @classmethod
     def bundled(cls, name: str) -> Grammar:
         """A grammar shipped with gridrail, by dialect name (see `bundled_names()`)."""
-        from gridrail.grammar.loader import bundled_grammar_text
+        from gridrail.grammar.loader import bundled_grammar_text, bundled_stack_bound
 
-        return cls.from_lark(bundled_grammar_text(name), f"{name}.lark")
+        grammar = cls.from_lark(bundled_grammar_text(name), f"{name}.lark")
+        bound = bundled_stack_bound(name)
+        return grammar if bound is None else replace(grammar, stack_bound=bound)
 
     @classmethod
     def resolve(cls, name_or_path: str) -> Grammar:
@@ -169,6 +214,7 @@ class Grammar:
                 name,
                 frozenset(doc["declared"]),
             )
+            bound = doc.get("stack_bound")
             # what the fields hold is read as text: any other type is another document
             texts = [grammar.start, *grammar.ignored, *grammar.declared]
             texts += [text for t in terminals for text in (t.name, t.pattern, t.flags)]
@@ -183,7 +229,16 @@ class Grammar:
                 "not a canonical grammar: a name, pattern or number has the wrong type",
                 source=name,
             )
-        return grammar
+        if bound is None:
+            return grammar
+        try:
+            limit, weights = bound
+            bound = StackBound(limit, tuple((symbol, weight) for symbol, weight in weights))
+            return replace(grammar, stack_bound=bound)
+        except (TypeError, ValueError) as exc:
+            raise GrammarError(f"not a canonical grammar: {exc!r:.200}", source=name) from None
+        except GrammarError as exc:  # a bound of the wrong values
+            raise GrammarError(f"not a canonical grammar: {exc.message}", source=name) from None
 
     def terminal(self, name: str) -> TerminalDef:
         return self._terminals_by_name[name]
@@ -227,6 +282,8 @@ class Grammar:
             "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
             "regex_semantics": REGEX_SEMANTICS,
         }
+        if self.stack_bound is not None:  # absent otherwise: earlier forms keep their text
+            doc["stack_bound"] = self.stack_bound.as_json()
         return canonical_json(doc)
 
     @property
@@ -255,6 +312,8 @@ class Grammar:
                 "productions": [[p.lhs, list(p.rhs), p.alias] for p in self.productions],
                 "regex_semantics": REGEX_SEMANTICS,
             }
+            if self.stack_bound is not None:
+                doc["stack_bound"] = self.stack_bound.as_json()
             cache = fingerprint_of(doc)
             object.__setattr__(self, "_compile_key", cache)
         return cache

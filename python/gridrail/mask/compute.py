@@ -29,14 +29,15 @@ def next_token_mask(
     vocab: Vocabulary,
     cfg: Configuration,
     walk_below: WalkBelow | None = None,
-    cd_residue: Callable[[Configuration, WalkResult], bytes | array] | None = None,
+    cd_residue: Callable[[Configuration, WalkResult], bytes | array | None] | None = None,
 ) -> TokenSet:
     """The mask at `cfg`. `walk_below(configuration, node)` answers the context-independent
     walks — the whole vocabulary's (node 0) and those inside the CD residue — when the caller
     has them cached; else they are computed here.
 
     `cd_residue(cfg, walk)`, when given, computes the residue instead of the verdicts stepped
-    here (the Rust kernel: `gridrail.kernels.make_mask_runners`)."""
+    here (the Rust kernel: `gridrail.kernels.make_mask_runners`), unless it answers None (near
+    the stack bound, where the verdicts stepped here decide)."""
     if walk_below is None:
 
         def walk_below(after: Configuration, node: int) -> tuple[WalkResult, bytes | array]:
@@ -47,10 +48,10 @@ def next_token_mask(
     walk, tokens = walk_below(cfg, 0)
     allowed.update(tokens)
 
-    if cd_residue is not None:
-        allowed.update(cd_residue(cfg, walk))
-    else:
-        allowed.update(_cd_residue(oracle, trie, vocab, cfg, walk, walk_below))
+    residue = None if cd_residue is None else cd_residue(cfg, walk)
+    if residue is None:
+        residue = _cd_residue(oracle, trie, vocab, cfg, walk, walk_below)
+    allowed.update(residue)
     if oracle.eos_ok(cfg):
         allowed.add_all(vocab.eos_token_ids)
     if allowed.is_empty():

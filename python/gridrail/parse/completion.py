@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gridrail.errors import GridrailError
+from gridrail.parse.depth import derivation_peak
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.parse.stack import StackNode
 
@@ -59,12 +60,11 @@ class Completer:
         self._augmented = tables.augmented_production
         self._end = tables.end
         self.lexeme = _lexemes_of(oracle)
-        symbol_ids = {name: i for i, name in enumerate(tables.terminal_names)}
-        symbol_ids.update(
-            {name: self._end + 1 + i for i, name in enumerate(tables.nonterminal_names)}
-        )
-        self._rhs = [tuple(symbol_ids[n] for n in rhs) for rhs in tables.production_rhs]
+        self._rhs = tables.rhs_symbols
         self._cost, self._best = self._cheapest_derivations()
+        # the stack bound: how high the cheapest derivations reach, for the plans near it
+        self._limit = oracle.lr.stack_limit
+        self._reach = self._heights_of(self._best) if self._limit.bounded else None
 
     # -- grammar-level tables
     def _cheapest_derivations(self) -> tuple[dict[int, float], dict[int, int]]:
@@ -86,8 +86,29 @@ class Completer:
                     changed = True
         return {s: c for s, c in enumerate(costs) if c != math.inf}, best
 
-    def _expand(self, symbols: tuple[int, ...]) -> tuple[int, ...]:
-        """The terminals of the cheapest derivations of `symbols`, left to right."""
+    def _heights_of(self, choice: Mapping[int, int]) -> list[float]:
+        """Per symbol, the peak load above a stack while it is derived by the productions
+        `choice` names (the least heights' recurrence, with the choice fixed)."""
+        limit = self._limit
+        heights = list(limit.heights)  # terminals as there; nonterminals recomputed
+        for symbol in choice:
+            heights[symbol] = math.inf
+        changed = True
+        while changed:  # the choice is acyclic: each pass settles one more level
+            changed = False
+            for symbol, p in choice.items():
+                height = derivation_peak(self._rhs[p], heights, limit.entry)
+                if height < heights[symbol]:
+                    heights[symbol] = height
+                    changed = True
+        return heights
+
+    def _expand(
+        self, symbols: tuple[int, ...], choice: Mapping[int, int] | None = None
+    ) -> tuple[int, ...]:
+        """The terminals of the derivations of `symbols` by `choice` (default: the cheapest),
+        left to right."""
+        choice = self._best if choice is None else choice
         out: list[int] = []
         pending = list(reversed(symbols))
         while pending:
@@ -95,8 +116,23 @@ class Completer:
             if symbol < self._end:
                 out.append(symbol)
             else:
-                pending.extend(reversed(self._rhs[self._best[symbol]]))
+                pending.extend(reversed(self._rhs[choice[symbol]]))
         return tuple(out)
+
+    def _derivation(self, load: float, rest: tuple[int, ...]) -> tuple[float, tuple[int, ...]]:
+        """The cost and terminals of deriving `rest` on a stack of `load`: the cheapest way,
+        unless it would go past the stack bound, then the lowest way; (inf, ()) if that goes
+        past it too."""
+        limit = self._limit
+        if (
+            self._reach is None
+            or load + derivation_peak(rest, self._reach, limit.entry) <= limit.limit
+        ):
+            return sum(self._cost[s] for s in rest), ()
+        if load + limit.peak(rest) > limit.limit:
+            return math.inf, ()
+        terminals = self._expand(rest, limit.lowest)
+        return sum(self._cost.get(t, math.inf) for t in terminals), terminals
 
     # -- stack-level plans
     def plan(self, node: StackNode) -> tuple[int, ...]:
@@ -139,12 +175,13 @@ class Completer:
                 return memo[top]
             memo[top] = _NO_PLAN  # guard: a cycle is never the cheapest way out
         best = _NO_PLAN
+        load = (0 if base is None else base.load) + self._limit.weights[top]
         for production, dot in self._kernels[top]:
             rest = self._rhs[production][dot:]
-            cost = sum(self._cost[s] for s in rest)
+            cost, low = self._derivation(load, rest)  # low: the terminals, if not the cheapest
             if production == self._augmented:
                 if cost < best.cost:
-                    best = Plan(cost, self._expand(rest), None)
+                    best = Plan(cost, low or self._expand(rest), None)
                 continue
             if cost >= best.cost:
                 continue
@@ -154,7 +191,7 @@ class Completer:
             assert below is not None  # only the augmented item sits on the initial state
             after = yield below, self._goto[below.state][self._lhs[production]]
             if cost + after.cost < best.cost:
-                best = Plan(cost + after.cost, self._expand(rest), after)
+                best = Plan(cost + after.cost, low or self._expand(rest), after)
         if memo is not None:
             memo[top] = best
         return best

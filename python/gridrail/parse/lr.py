@@ -9,6 +9,7 @@ on the top node and shared by every configuration that shares that node.
 from __future__ import annotations
 
 from gridrail.grammar.lalr import ACCEPT, LalrTables
+from gridrail.parse.depth import StackLimit
 from gridrail.parse.stack import StackNode
 
 
@@ -22,11 +23,13 @@ class LRMachine:
         "_productions",
         "_reductions",
         "_shift_mask",
+        "_weights",
         "end",
         "nonterminal_base",
+        "stack_limit",
     )
 
-    def __init__(self, tables: LalrTables):
+    def __init__(self, tables: LalrTables, stack_limit: StackLimit | None = None):
         self._action = tables.action
         self._goto = tables.goto
         self._productions = tables.productions
@@ -34,10 +37,13 @@ class LRMachine:
         self.nonterminal_base = tables.end + 1  # stack symbols: terminals, $END, then nonterminals
         self._all_terminals = (1 << tables.end) - 1  # $END is never "allowed": see accepts_end
         self._shift_mask, self._reductions = tables.move_masks
+        self.stack_limit = StackLimit(tables, None) if stack_limit is None else stack_limit
+        self._weights = self.stack_limit.weights
 
     def can_shift(self, node: StackNode, terminal: int) -> bool:
         """Would `terminal` be shifted (or, for $END, accepted) after the reduce chain?"""
         action, goto, productions = self._action, self._goto, self._productions
+        start = node
         overlay: list[int] = []  # states pushed above `node` by virtual reductions
         while True:
             state = overlay[-1] if overlay else node.state
@@ -45,7 +51,8 @@ class LRMachine:
             if move is None:
                 return False
             if move >= 0:
-                return True
+                limit = self.stack_limit
+                return not limit.bounded or limit.fits(self.shift(start, terminal))
             if move == ACCEPT:
                 return True
             lhs, length = productions[-1 - move]
@@ -64,18 +71,30 @@ class LRMachine:
             mask = node.allowed = self._shiftable(node)
         return mask
 
-    def _shiftable(self, node: StackNode) -> int:
+    def refused_by_bound(self, node: StackNode) -> int:
+        """Terminals the tables would shift from this stack but the stack bound refuses (for
+        messages; not memoized)."""
+        return self._shiftable(node, bounded=False) & ~self.allowed_mask(node)
+
+    def _shiftable(self, node: StackNode, bounded: bool = True) -> int:
         """Simulate the reduce chains of all terminals at once: terminals that take the same
         reduction share one pop-and-goto, so each distinct path is walked once. A worklist,
         not recursion: a chain is as long as the nesting it closes (`NOT NOT ... 1`), and depth
-        may bound the cost, never the call stack."""
-        mask = 0
+        may bound the cost, never the call stack. Under a stack bound, a terminal whose shift
+        lands near the limit is shifted for real and kept only if the stack still fits."""
+        limit = self.stack_limit
+        near_load = limit.limit - limit.margin - limit.heaviest  # above it: look closer
+        start = node
+        mask = near = 0
         # (stack below the overlay, states pushed above it by virtual reductions, terminals)
         pending: list[tuple[StackNode, list[int], int]] = [(node, [], self._all_terminals)]
         while pending:
             node, overlay, wanted = pending.pop()
             state = overlay[-1] if overlay else node.state
-            mask |= self._shift_mask[state] & wanted
+            shifts = self._shift_mask[state] & wanted
+            mask |= shifts
+            if shifts and node.load + sum([self._weights[s] for s in overlay]) > near_load:
+                near |= shifts
             for move, group in self._reductions[state]:
                 group &= wanted
                 if not group:
@@ -87,6 +106,11 @@ class LRMachine:
                     below = below.parent  # type: ignore[assignment]
                 top = below_overlay[-1] if below_overlay else below.state
                 pending.append((below, [*below_overlay, self._goto[top][lhs]], group))
+        while near and bounded:
+            terminal = near.bit_length() - 1
+            near ^= 1 << terminal
+            if not limit.fits(self.shift(start, terminal)):
+                mask &= ~(1 << terminal)
         return mask
 
     def accepts_end(self, node: StackNode) -> bool:
@@ -102,9 +126,10 @@ class LRMachine:
         while True:
             move = action[node.state][terminal]
             if move >= 0:
-                return node.push(move, terminal)
+                return node.push(move, terminal, self._weights[move])
             lhs, length = productions[-1 - move]
             top = node
             for _ in range(length):
                 top = top.parent  # type: ignore[assignment]
-            node = top.push(goto[top.state][lhs], self.nonterminal_base + lhs)
+            target = goto[top.state][lhs]
+            node = top.push(target, self.nonterminal_base + lhs, self._weights[target])

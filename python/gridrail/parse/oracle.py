@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from gridrail.errors import ParseError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar
+from gridrail.parse.depth import StackLimit
 from gridrail.parse.lr import LRMachine
 from gridrail.parse.stack import StackNode, root
 
@@ -72,7 +73,10 @@ class Oracle:
 
     def __init__(self, compiled: CompiledGrammar):
         self.compiled = compiled
-        self.lr = LRMachine(compiled.tables)
+        grammar = compiled.grammar
+        declared = frozenset(grammar.terminal(name).index for name in grammar.declared)
+        limit = StackLimit.of(compiled.tables, grammar.stack_bound, declared)
+        self.lr = LRMachine(compiled.tables, limit)
         scanner = compiled.scanner
         self._trans = scanner.transitions
         self._run = scanner.fast_run
@@ -130,11 +134,24 @@ class Oracle:
         if failed_at >= 0:
             byte = data[failed_at : failed_at + 1]
             raise ParseError(
-                f"byte {failed_at} ({byte!r}) cannot continue the input",
+                f"byte {failed_at} ({byte!r}) cannot continue the input{self.bound_note(last)}",
                 failed_at,
                 self._expected(last),
             )
         return last
+
+    def bound_note(self, cfg: Configuration) -> str:
+        """Why terminals are missing at `cfg` when the stack bound refuses them ("" if it
+        refuses none): the statement nests as deep as the dialect's parser holds."""
+        refused = self.lr.refused_by_bound(cfg.stack)
+        if not refused:
+            return ""
+        names = ", ".join(self.compiled.names_of(refused)[:6])
+        limit = self.lr.stack_limit.limit
+        return (
+            f" (the statement nests as deep as the dialect's parser holds — stack bound {limit}"
+            f" — so {names} may not come here)"
+        )
 
     def try_feed(self, cfg: Configuration, data: bytes) -> Configuration | None:
         """Like `feed`, returning None instead of raising."""

@@ -23,17 +23,21 @@ class StackNode:
         "children",
         "depth",
         "finish",
+        "fits",
         "hash",
+        "load",
         "parent",
         "state",
         "symbol",
     )
 
-    def __init__(self, state: int, symbol: int, parent: StackNode | None):
+    def __init__(self, state: int, symbol: int, parent: StackNode | None, weight: int = 1):
         self.state = state
         self.symbol = symbol  # the grammar symbol shifted or reduced to reach `state`
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
+        # the entries' weights under the grammar's stack bound (gridrail.parse.depth)
+        self.load = 0 if parent is None else parent.load + weight
         if parent is None:
             self.hash = 0
         else:  # H(node) = low64 BLAKE2b-128(H(parent) || u32 state || u32 symbol)
@@ -45,19 +49,21 @@ class StackNode:
         self.allowed: int | None = None  # bit mask of terminals shiftable from this stack
         self.accept_ok: bool | None = None  # can $END reach ACCEPT from this stack
         self.finish: dict | None = None  # cheapest completions from this node + a state above
+        self.fits: bool | None = None  # can the stack bound still be kept (parse.depth)
         self.children: dict[int, StackNode] | None = None  # interned pushes: see `push`
 
-    def push(self, state: int, symbol: int) -> StackNode:
+    def push(self, state: int, symbol: int, weight: int) -> StackNode:
         """The node for `state` on top of this one, interned: equal stacks built from the same
         parent are one object, so their memo slots are filled once for every fork and every
-        trial feed. An LR state has a single accessing symbol, so the state alone is the key;
-        the table is bounded by the number of LR states."""
+        trial feed. An LR state has a single accessing symbol, so the state alone is the key
+        (and `weight`, the weight of the state's entry, one per state); the table is bounded
+        by the number of LR states."""
         children = self.children
         if children is None:
             children = self.children = {}
         node = children.get(state)
         if node is None:
-            node = children[state] = StackNode(state, symbol, self)
+            node = children[state] = StackNode(state, symbol, self, weight)
         return node
 
     def states(self) -> list[int]:

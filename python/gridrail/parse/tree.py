@@ -114,6 +114,7 @@ class TreeParser:
         tables = compiled.tables
         self._action = tables.action
         self._goto = tables.goto
+        self._weights = self._lr.stack_limit.weights
         self._shapes = [
             _Shape(lhs, length, p.alias or p.lhs, p.lhs.startswith("_"), _collapses(p))
             # (the augmented `$START -> start`, last in the tables, is never reduced)
@@ -188,7 +189,7 @@ class TreeParser:
             if move is None:
                 raise _disagreement(-1)
             if move >= 0:
-                return node.push(move, terminal)
+                return node.push(move, terminal, self._weights[move])
             node = self._reduce(node, values, -1 - move)
 
     def _accept(self, node: StackNode, values: list[Tree | Token]) -> Tree:
@@ -217,7 +218,8 @@ class TreeParser:
             values.append(Tree(label, tuple(children)))
         for _ in range(length):
             node = node.parent  # type: ignore[assignment]
-        return node.push(self._goto[node.state][lhs], self._nonterminal_base + lhs)
+        goto = self._goto[node.state][lhs]
+        return node.push(goto, self._nonterminal_base + lhs, self._weights[goto])
 
 
 class _Shape(NamedTuple):
