@@ -131,9 +131,8 @@ def kernel_tables(oracle: Oracle, trie: TokenTrie) -> KernelTables:
         {node: list(ids) for node, ids in trie.aliases.items()},
     )
     tables = compiled.tables
-    limit = oracle.lr.stack_limit
-    near = limit.limit - limit.margin - limit.heaviest  # as `LRMachine._shiftable` looks closer
-    bound = (list(limit.weights), max(0, int(near))) if limit.bounded else None
+    limit = oracle.lr.stack_limit  # `make_mask_runners` keeps a bound with near_load < 0 out
+    bound = (list(limit.weights), int(limit.near_load)) if limit.bounded else None
     lr = _kernels.LrTable(
         list(tables.action), list(tables.goto), list(tables.productions), tables.end, words, bound
     )
@@ -154,7 +153,8 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
     from gridrail.mask.bitmask import FROZEN_IDS_BELOW
     from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
 
-    if _kernels is None:
+    limit = oracle.lr.stack_limit
+    if _kernels is None or (limit.bounded and limit.near_load < 0):  # (every stack is near it)
 
         def reference(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
             walk = walk_context_independent(oracle, trie, cfg, root)

@@ -85,8 +85,8 @@ class StackBound:
     that parser — a terminal listed in `weights` that many entries (a function name lexed with
     its "(" is three of SQLite's: the name, the "(" and an empty DISTINCT), every other entry
     one (a rule's too: a reduction never makes a stack heavier, which `gridrail.parse.depth`
-    relies on). A sentence is in the language when no stack of its parse, after a shift, weighs more
-    than `limit` (`gridrail.parse.depth`, docs/semantics.md)."""
+    relies on). A sentence is in the language when no stack of its parse, after a shift,
+    weighs more than `limit` (`gridrail.parse.depth`, docs/semantics.md)."""
 
     limit: int
     weights: tuple[tuple[str, int], ...] = ()  # (terminal name, weight), sorted by name

@@ -87,6 +87,12 @@ class StackLimit:
     def bounded(self) -> bool:
         return self.limit != math.inf
 
+    @property
+    def near_load(self) -> float:
+        """Above this load, a stack may take a shift after which it no longer fits (a
+        terminal's entry and the margin on top of it): the shift is looked at closer."""
+        return self.limit - self.margin - self.heaviest
+
     def peak(self, symbols: Sequence[int]) -> float:
         """The least peak load above a stack while `symbols` are derived on it."""
         return derivation_peak(symbols, self.heights, self.entry)

@@ -83,7 +83,7 @@ class LRMachine:
         may bound the cost, never the call stack. Under a stack bound, a terminal whose shift
         lands near the limit is shifted for real and kept only if the stack still fits."""
         limit = self.stack_limit
-        near_load = limit.limit - limit.margin - limit.heaviest  # above it: look closer
+        near_load = limit.near_load
         start = node
         mask = near = 0
         # (stack below the overlay, states pushed above it by virtual reductions, terminals)
