@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from gridrail.errors import PolicyError
 from gridrail.grammar.reduce import productive_nonterminals, reachable_nonterminals
 from gridrail.policy.bundle import Policy
 from gridrail.policy.constructs import ConstructCatalogue
+from gridrail.policy.language import role_language
 from gridrail.policy.projection import project
 from gridrail.policy.role import Role
 
@@ -177,3 +179,29 @@ def test_projections_are_reduced_and_deterministic(statements, banned) -> None:
         assert p.lhs in productive and p.lhs in reachable
         assert all(grammar.is_terminal(s) or s in productive for s in p.rhs)
     assert project(_sqlite(), _catalogue(), role).fingerprint == grammar.fingerprint
+
+
+def test_an_engine_without_a_function_takes_only_that_functions_productions() -> None:
+    """Regression (session 30): the productions of a function the grammar spells as a keyword
+    and the schema's engine lacks were picked by the dialect grammar's numbering in a role's
+    projection, which numbers its own productions afresh — roles kept `x REGEXP y` (SQLite: "no
+    such function: REGEXP" at prepare) and lost others: CAST, FOLLOWING frame bounds, signed
+    numbers."""
+    grammar = gr.Grammar.bundled("sqlite")
+    catalogue = ConstructCatalogue.bundled("sqlite", grammar)
+    policy = Policy.from_file(EXAMPLES / "hr_policy.toml")
+    schema = gr.Schema.from_sqlite(EXAMPLES / "hr.sqlite")
+    assert schema.functions is not None and "regexp" not in schema.functions
+    silent = replace(schema, functions=None)  # an engine that does not say what it has
+    function_terminals = set(catalogue.function_terminals)
+
+    def productions(schema: gr.Schema) -> set[tuple[str, tuple[str, ...]]]:
+        language = role_language(grammar, policy, role, schema=schema)[0]
+        return {(p.lhs, p.rhs) for p in language.productions}
+
+    for role in policy.roles:
+        every, kept = productions(silent), productions(schema)
+        lost = every - kept
+        assert kept <= every and not any("REGEXP" in rhs for _, rhs in kept), role
+        # what goes: REGEXP, and calls of the functions the engine lacks (a function lexicon)
+        assert all(rhs == ("REGEXP",) or function_terminals & set(rhs) for _, rhs in lost), lost

@@ -74,7 +74,7 @@ def role_language(
         if schema is not None:
             view = SchemaView(schema, chosen)
             lexicons = build_lexicons(grammar, catalogue, view)
-            language = _without_missing_functions(language, catalogue, schema)
+            language = _without_missing_functions(language, grammar, catalogue, schema)
         elif chosen is not None:
             lexicons = _own_name_lexicons(grammar, catalogue, chosen)
         language = apply_lexicons(language, lexicons)
@@ -115,17 +115,21 @@ def role_language(
 
 
 def _without_missing_functions(
-    language: Grammar, catalogue: ConstructCatalogue, schema: Schema
+    language: Grammar, grammar: Grammar, catalogue: ConstructCatalogue, schema: Schema
 ) -> Grammar:
-    """`language` without the productions of the functions the grammar spells as keywords
-    (`CURRENT_DATE`, `REGEXP`) that the schema's engine lacks, where it says which it has."""
+    """`language` (a projection of `grammar`) without the productions of the functions the
+    grammar spells as keywords (`CURRENT_DATE`, `REGEXP`) that the schema's engine lacks, where
+    it says which it has. The catalogue numbers `grammar`'s productions and a projection
+    renumbers its own, so they are matched by what they are (left and right sides)."""
     if schema.functions is None:
         return language
-    dropped = frozenset().union(
+    missing = frozenset().union(
         *(p for f, p in catalogue.function_keywords.items() if f not in schema.functions)
     )
+    dropped = {(p.lhs, p.rhs) for p in grammar.productions if p.index in missing}
     return replace(
-        language, productions=tuple(p for p in language.productions if p.index not in dropped)
+        language,
+        productions=tuple(p for p in language.productions if (p.lhs, p.rhs) not in dropped),
     )
 
 
