@@ -81,9 +81,10 @@ class LRMachine:
         reduction share one pop-and-goto, so each distinct path is walked once. A worklist,
         not recursion: a chain is as long as the nesting it closes (`NOT NOT ... 1`), and depth
         may bound the cost, never the call stack. Under a stack bound, a terminal whose shift
-        lands near the limit is shifted for real and kept only if the stack still fits."""
+        lands near the limit is shifted for real and kept only if the stack still fits
+        (`bounded=False`: the tables' set, the bound aside; an unbounded grammar's is that)."""
         limit = self.stack_limit
-        near_load = limit.near_load
+        near_load, bounded = limit.near_load, bounded and limit.bounded
         start = node
         mask = near = 0
         # (stack below the overlay, states pushed above it by virtual reductions, terminals)
@@ -93,7 +94,11 @@ class LRMachine:
             state = overlay[-1] if overlay else node.state
             shifts = self._shift_mask[state] & wanted
             mask |= shifts
-            if shifts and node.load + sum([self._weights[s] for s in overlay]) > near_load:
+            if (
+                bounded
+                and shifts
+                and node.load + sum([self._weights[s] for s in overlay]) > near_load
+            ):
                 near |= shifts
             for move, group in self._reductions[state]:
                 group &= wanted
@@ -106,7 +111,7 @@ class LRMachine:
                     below = below.parent  # type: ignore[assignment]
                 top = below_overlay[-1] if below_overlay else below.state
                 pending.append((below, [*below_overlay, self._goto[top][lhs]], group))
-        while near and bounded:
+        while near:
             terminal = near.bit_length() - 1
             near ^= 1 << terminal
             if not limit.fits(self.shift(start, terminal)):
