@@ -23,7 +23,9 @@ temporary file; then, in a fresh Python process per size (so peak RSS is that si
     over a second catalog of the same size (another seed: other names), in the same process;
     reported for the second: the mask walks it needed, those the T1 cache answered (its own
     earlier walks), those the dialect family's T2 cache answered (walks of the first schema),
-    and those computed.
+    and those computed; and for both, the walks below CD nodes their residues asked for and
+    those they computed (the rest were kept: by the guide, or — from the role's base scanner
+    — by any schema of the role).
 
 A size that fails reports the error's class and its message's length in characters (issue 14:
 errors stay short). The targets of issue 14 item 3: compile <= 50 ms at 1,000 x 20 and <= 1 s
@@ -130,10 +132,8 @@ def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
     """The second schema's mask walks after the first schema's (see the module docstring)."""
     import gridrail as gr
 
-    replay(
-        gr.compile(grammar, vocab, schema=first_schema, policy=policy, role="reader"),
-        statements(first_schema),
-    )
+    first = gr.compile(grammar, vocab, schema=first_schema, policy=policy, role="reader")
+    replay(first, statements(first_schema))
     second_schema = gr.Schema.from_sqlite(second_db)
     guide = gr.compile(grammar, vocab, schema=second_schema, policy=policy, role="reader")
     t1, t2 = guide.cache.stats, guide.family_cache.stats
@@ -143,7 +143,13 @@ def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
         now - then for now, then in zip((t1.hits, t1.misses, t2.hits), before, strict=True)
     )
     walks += t1_hits
+    below = [g.runners.walks_below for g in (first, guide)]  # None without the kernels
+    residue = [memo.counts() if memo is not None else (0, 0) for memo in below]
     return {
+        "first_below": residue[0][0],
+        "first_below_computed": residue[0][1],
+        "second_below": residue[1][0],
+        "second_below_computed": residue[1][1],
         "second_walks": walks,
         "second_t1_hits": t1_hits,
         "second_t2_hits": t2_hits,
@@ -314,14 +320,17 @@ def main() -> None:
     if args.sharing:
         print(
             "\n| tables x columns | second schema: mask walks | T1 hits | T2 hits (first "
-            "schema's walks) | computed |"
+            "schema's walks) | computed | residue's walks below CD nodes: first schema "
+            "(computed / asked) | second schema |"
         )
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for r in rows:
             if "second_walks" in r:
                 print(
                     f"| {r['size']} | {r['second_walks']} | {r['second_t1_hits']} | "
-                    f"{r['second_t2_hits']} | {r['second_computed']} |"
+                    f"{r['second_t2_hits']} | {r['second_computed']} | "
+                    f"{r['first_below_computed']} / {r['first_below']} | "
+                    f"{r['second_below_computed']} / {r['second_below']} |"
                 )
 
 

@@ -782,18 +782,50 @@ mod bindings {
     /// ids, ascending, when fewer than `ids_below`, else (`dense`) as little-endian bits; None
     /// where a shift lands near the stack bound (the reference decides there). The GIL is
     /// released.
-    /// `WalkMemo(capacity, max_bytes)`: the walks below CD nodes and the step facts that
-    /// `cd_residue` keeps across calls (one per guide: each is a function of its key for one
-    /// scanner, LR table and trie), at most `capacity` entries a table and `max_bytes` of walks.
+    /// `SharedWalks(base_states, capacity, max_bytes)`: the walks below CD nodes from states
+    /// numbered below `base_states` (a base scanner's, `residue::SharedWalks`), shared by the
+    /// `WalkMemo`s given it: one per base scanner, its terminal sets per state and trie.
+    #[pyclass(name = "SharedWalks", module = "gridrail._kernels", frozen)]
+    struct PySharedWalks(std::sync::Arc<residue::SharedWalks>);
+
+    #[pymethods]
+    impl PySharedWalks {
+        #[new]
+        fn new(base_states: i32, capacity: usize, max_bytes: usize) -> Self {
+            Self(std::sync::Arc::new(residue::SharedWalks::new(
+                base_states,
+                capacity,
+                max_bytes,
+            )))
+        }
+
+        fn __len__(&self) -> usize {
+            self.0.len()
+        }
+
+        /// `(lookups, misses)`: the walks asked of this store by every memo sharing it, and
+        /// how many of them were computed.
+        fn counts(&self) -> (u64, u64) {
+            self.0.counts()
+        }
+    }
+
+    /// `WalkMemo(capacity, max_bytes, shared=None)`: the walks below CD nodes and the step
+    /// facts that `cd_residue` keeps across calls (one per guide: each is a function of its key
+    /// for one scanner, LR table and trie), at most `capacity` entries a table and `max_bytes`
+    /// of walks; the walks from base states in `shared` when given.
     #[pyclass(name = "WalkMemo", module = "gridrail._kernels", frozen)]
     struct PyWalkMemo(std::sync::Mutex<residue::WalkMemo>);
 
     #[pymethods]
     impl PyWalkMemo {
         #[new]
-        fn new(capacity: usize, max_bytes: usize) -> Self {
-            Self(std::sync::Mutex::new(residue::WalkMemo::new(
-                capacity, max_bytes,
+        #[pyo3(signature = (capacity, max_bytes, shared=None))]
+        fn new(capacity: usize, max_bytes: usize, shared: Option<&PySharedWalks>) -> Self {
+            Self(std::sync::Mutex::new(residue::WalkMemo::sharing(
+                capacity,
+                max_bytes,
+                shared.map(|s| s.0.clone()),
             )))
         }
 
@@ -879,7 +911,7 @@ mod bindings {
             // a poisoned memo (a panic elsewhere) is only a cache: start it over
             let mut memo = memo.0.lock().unwrap_or_else(|poisoned| {
                 let mut memo = poisoned.into_inner();
-                *memo = residue::WalkMemo::new(memo.capacity(), memo.max_bytes());
+                *memo = memo.emptied();
                 memo
             });
             residue::cd_residue(
@@ -981,6 +1013,7 @@ mod bindings {
     fn _kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_class::<PyLrTable>()?;
         m.add_class::<PyWalkMemo>()?;
+        m.add_class::<PySharedWalks>()?;
         m.add_class::<PyCdClasses>()?;
         m.add_function(wrap_pyfunction!(cd_residue, m)?)?;
         m.add_class::<PyScanTable>()?;

@@ -9,7 +9,7 @@
 //! Python side's interned nodes and memos become per-call memos here.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
@@ -628,7 +628,7 @@ type WalkKey = (i32, u32, i32, Tail, Vec<u64>, usize);
 
 /// Walks below CD nodes, by key: emptied when they reach `capacity` entries or `max_bytes`
 /// (a walk's token ids or bits, CI nodes and CD classes), so memory stays bounded.
-struct WalkStore {
+pub struct WalkStore {
     map: FxHashMap<WalkKey, Arc<Walk>>,
     capacity: usize,
     bytes: usize,
@@ -638,6 +638,17 @@ struct WalkStore {
 }
 
 impl WalkStore {
+    fn new(capacity: usize, max_bytes: usize) -> Self {
+        Self {
+            map: FxHashMap::default(),
+            capacity,
+            bytes: 0,
+            max_bytes,
+            lookups: 0,
+            misses: 0,
+        }
+    }
+
     fn keep(&mut self, key: WalkKey, walk: Arc<Walk>) {
         let tokens = match &walk.tokens {
             Tokens::Sparse(ids) => ids.len() * 4,
@@ -654,28 +665,80 @@ impl WalkStore {
     }
 }
 
+/// Walks below CD nodes that start in a state of a *base* scanner (the regex terminals a
+/// scanner with names extends: `_with_names`), shared by every scanner built on it — every
+/// schema of a dialect and role. A product's base states keep the base's numbers, rows and
+/// terminal sets, and a walk never crosses a lexeme boundary, so a walk from a base state (with
+/// its last accept, if any, at a base state) reads no name: it is the same walk in each of
+/// them. The caller shares one only between scanners whose base states read alike (the same
+/// base, the same terminal sets per state) over one trie.
+pub struct SharedWalks {
+    base_states: i32,
+    store: Mutex<WalkStore>,
+}
+
+impl SharedWalks {
+    pub fn new(base_states: i32, capacity: usize, max_bytes: usize) -> Self {
+        Self {
+            base_states,
+            store: Mutex::new(WalkStore::new(capacity, max_bytes)),
+        }
+    }
+
+    fn holds(&self, start: &Start) -> bool {
+        start.scan_state < self.base_states && start.accept_state < self.base_states
+    }
+
+    // a poisoned store (a panic elsewhere) is only a cache: start it over
+    fn store(&self) -> std::sync::MutexGuard<'_, WalkStore> {
+        self.store.lock().unwrap_or_else(|poisoned| {
+            let mut store = poisoned.into_inner();
+            *store = WalkStore::new(store.capacity, store.max_bytes);
+            store
+        })
+    }
+
+    /// (walks asked for, walks computed) through this store, by every memo that shares it.
+    pub fn counts(&self) -> (u64, u64) {
+        let store = self.store();
+        (store.lookups, store.misses)
+    }
+
+    pub fn len(&self) -> usize {
+        self.store().map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The walks below CD nodes and the step facts (`StepMemo`), kept across residues (the
 /// reference reads the walks from the guide's T1 cache): each is a function of its key, so a
-/// kept one is the one that would be computed.
+/// kept one is the one that would be computed. Walks from base states go to the `shared`
+/// store where there is one, the others stay here.
 pub struct WalkMemo {
     walks: WalkStore,
     steps: StepMemo,
+    shared: Option<Arc<SharedWalks>>,
 }
 
 impl WalkMemo {
     pub fn new(capacity: usize, max_bytes: usize) -> Self {
-        let walks = WalkStore {
-            map: FxHashMap::default(),
-            capacity,
-            bytes: 0,
-            max_bytes,
-            lookups: 0,
-            misses: 0,
-        };
+        Self::sharing(capacity, max_bytes, None)
+    }
+
+    pub fn sharing(capacity: usize, max_bytes: usize, shared: Option<Arc<SharedWalks>>) -> Self {
         Self {
-            walks,
+            walks: WalkStore::new(capacity, max_bytes),
             steps: StepMemo::new(capacity),
+            shared,
         }
+    }
+
+    /// A memo of the same bounds and shared store, empty.
+    pub fn emptied(&self) -> Self {
+        Self::sharing(self.capacity(), self.max_bytes(), self.shared.clone())
     }
 
     pub fn len(&self) -> usize {
@@ -690,7 +753,8 @@ impl WalkMemo {
         self.walks.capacity
     }
 
-    /// (walks asked for, walks computed) since the memo was made.
+    /// (walks asked for, walks computed) since the memo was made: by this memo's residues,
+    /// in its own store and in the shared one.
     pub fn counts(&self) -> (u64, u64) {
         (self.walks.lookups, self.walks.misses)
     }
@@ -716,6 +780,7 @@ pub fn cd_residue(
 ) -> Result<Vec<u8>, WalkError> {
     trie.check_vocab_size(vocab_size)?;
     let walks = &mut memo.walks;
+    let base_walks = memo.shared.clone();
     let mut stepper = Stepper::new(scanner, lr, ignored, start_scan, &mut memo.steps);
     let stepper = &mut stepper;
     let mut bits = vec![0u8; vocab_size.div_ceil(32) * 4];
@@ -772,8 +837,17 @@ pub fn cd_residue(
                     v,
                     node,
                 );
-                let below = match walks.map.get(&key) {
-                    Some(found) => found.clone(),
+                let base_store = base_walks.as_deref().filter(|s| s.holds(&start));
+                let found = match base_store {
+                    Some(s) => {
+                        let mut store = s.store();
+                        store.lookups += 1;
+                        store.map.get(&key).cloned()
+                    }
+                    None => walks.map.get(&key).cloned(),
+                };
+                let below = match found {
+                    Some(found) => found,
                     None => {
                         walks.misses += 1;
                         let made = Arc::new(walk(
@@ -784,7 +858,14 @@ pub fn cd_residue(
                             node,
                             vocab_size,
                         )?);
-                        walks.keep(key, made.clone());
+                        match base_store {
+                            Some(s) => {
+                                let mut store = s.store();
+                                store.misses += 1;
+                                store.keep(key, made.clone());
+                            }
+                            None => walks.keep(key, made.clone()),
+                        }
                         made
                     }
                 };
@@ -824,6 +905,21 @@ mod tests {
         trans[b'a' as usize] = 1;
         let scan = ScanTable::new(trans, &[0, 1]).unwrap();
         ScannerTable::new(&scan, 1, vec![0b1, 0b1], vec![0, 0b1]).unwrap()
+    }
+
+    #[test]
+    fn only_walks_from_base_states_are_shared() {
+        let shared = SharedWalks::new(3, 4, 1 << 10);
+        let start = |scan_state, accept_state| Start {
+            scan_state,
+            lexeme_length: 1,
+            accept_state,
+            tail: b"",
+        };
+        assert!(shared.holds(&start(2, -1)) && shared.holds(&start(0, 2)));
+        // a state with names, or a last accept at one (its accepted set names a lexicon)
+        assert!(!shared.holds(&start(3, -1)) && !shared.holds(&start(1, 3)));
+        assert!(shared.is_empty() && shared.counts() == (0, 0));
     }
 
     #[test]

@@ -77,18 +77,19 @@ def test_walks_of_any_arguments_do_not_panic(
 @_fuzz(100)
 @given(
     ROLES, ROLES, st.lists(SMALL, max_size=6), SMALL, SMALL, INTS, SMALL, BYTES,
-    st.lists(CLASS, max_size=4), INTS, INTS, st.booleans(),
+    st.lists(CLASS, max_size=4), INTS, INTS, st.booleans(), st.none() | INTS,
 )  # fmt: skip
 def test_residues_of_any_arguments_do_not_panic(
     lr_of, scanner_of, stack, start_scan, scan, length, accept, tail, classes, vocab_size,
-    ids_below, own_ignored,
+    ids_below, own_ignored, base_states,
 ) -> None:  # fmt: skip
     mine, other = _tables(lr_of), _tables(scanner_of)
     ignored = other.ignored if own_ignored else mine.ignored
-    memo = rust.WalkMemo(64, 1 << 16)
     live = (stack, scan, length, accept, tail, classes, vocab_size, ids_below)
 
     def residue() -> object:
+        shared = None if base_states is None else rust.SharedWalks(base_states, 4, 1 << 12)
+        memo = rust.WalkMemo(64, 1 << 16, shared)
         return rust.cd_residue(memo, other.scanner, mine.lr, other.trie, ignored, start_scan, *live)
 
     _edge(residue)

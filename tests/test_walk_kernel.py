@@ -17,7 +17,7 @@ import pytest
 import gridrail as gr
 from assets import asset
 from gridrail import kernels
-from gridrail.mask.compute import _cd_residue
+from gridrail.mask.compute import _cd_residue, next_token_mask
 from gridrail.mask.walk import ScanPart, WalkResult, ci_tokens, walk_context_independent
 from gridrail.vocab import ByteCompletenessWarning
 from support.hr_example import hr_guide
@@ -153,6 +153,67 @@ def test_walks_below_are_shared_by_stacks_the_walk_cannot_tell_apart() -> None:
     # (46 of 72); keyed by what they read, most are found kept (50 of 72)
     found = (asked_2 - asked) - (computed_2 - computed)
     assert found > computed_2 - computed, counts
+
+
+def _walk_store(guide: gr.Guide):
+    tables = kernels.kernel_tables(guide.oracle, guide.trie)
+    return kernels.shared_walks(guide.compiled.scanner, tables, guide.trie, guide.vocab.size)
+
+
+def _replay_checked(guide: gr.Guide, sql: str) -> None:
+    """Feed `sql`'s tokens, each mask against the reference's (no caches, no kernels)."""
+    m = guide.matcher()
+    for token in guide.trie.tokenize(sql.encode()):
+        cfg = m.configuration
+        assert guide.mask(cfg) == next_token_mask(guide.oracle, guide.trie, guide.vocab, cfg)
+        assert m.accept_tokens([token]), sql
+
+
+def test_schemas_of_one_role_share_the_walks_from_its_base_states() -> None:
+    """Issue 14 item 2. A walk below a CD node that starts in the role's base scanner (the
+    regex terminals; a scanner with names keeps the base's states, numbers, rows and terminal
+    sets) reads no name, so one store keeps those walks for every schema of the role: after
+    another schema's statement, a schema computes fewer walks than it does alone, and every
+    mask stays the reference's."""
+    _rust()
+    vocab, grammar = _vocab("gpt2"), gr.Grammar.bundled("sqlite")
+
+    def guide(tables: dict[str, list[str]], over: gr.Vocabulary = vocab) -> gr.Guide:
+        schema = gr.Schema.from_tables("sqlite", tables)
+        return gr.compile(grammar, over, schema=schema, registry=gr.Registry())
+
+    hr_tables = {"employees": ["id", "name", "dept"], "orders": ["id", "total"]}
+    school_tables = {"students": ["sid", "sname"], "courses": ["cid", "title"]}
+    hr, school = guide(hr_tables), guide(school_tables)
+    base = hr.compiled.scanner.base
+    assert base is not None and base is school.compiled.scanner.base
+    assert hr.compiled.scanner.num_states != school.compiled.scanner.num_states
+    assert hr.compiled.scanner.start == base.num_states  # the start reads the names
+    assert _walk_store(school) is _walk_store(hr)
+    assert _walk_store(guide({"t": ["x"]}, _vocab("qwen2"))) is not _walk_store(hr)
+    analyst = hr_guide(vocab, "analyst")  # another role: another base
+    assert analyst.compiled.scanner.base is not base
+    assert _walk_store(analyst) is not _walk_store(hr)
+
+    statements = [
+        "SELECT 1 WHERE 2 < 3 AND 'a' <> 'b' ORDER BY 1 LIMIT 4;",
+        "SELECT count(*) FROM {t} WHERE {c} > 2 GROUP BY {c};",
+    ]
+
+    def computed(tables: dict[str, list[str]], after: dict[str, list[str]] | None) -> int:
+        """The walks `tables`' schema computes for the statements, with a fresh store that
+        `after`'s schema filled first (the store kept on the base is only a cache)."""
+        for key in [k for k in base.derived if isinstance(k, tuple) and k[0] == "walks below"]:
+            del base.derived[key]
+        for names in (after, tables) if after else (tables,):
+            fresh = guide(names)
+            table, columns = next(iter(names.items()))
+            for sql in statements:
+                _replay_checked(fresh, sql.format(t=table, c=columns[-1]))
+        return fresh.runners.walks_below.counts()[1]
+
+    alone = computed(school_tables, None)
+    assert 0 < computed(school_tables, hr_tables) < alone
 
 
 def test_a_residue_reads_a_walks_kept_classes_as_their_tuples() -> None:

@@ -157,13 +157,26 @@ class LrTable:
     ) -> None: ...
 
 @final
-class WalkMemo:
-    """What `cd_residue` keeps across calls for one guide (bounded)."""
+class SharedWalks:
+    """The walks below CD nodes from states numbered below `base_states` (a base scanner's),
+    shared by the `WalkMemo`s given it (bounded)."""
 
-    def __init__(self, capacity: int, max_bytes: int) -> None: ...
+    def __init__(self, base_states: int, capacity: int, max_bytes: int) -> None: ...
     def __len__(self) -> int: ...
     def counts(self) -> tuple[int, int]:
-        """(walks below CD nodes asked for, walks computed) since the memo was made."""
+        """(walks asked of this store by every memo sharing it, walks computed)."""
+
+class WalkMemo:
+    """What `cd_residue` keeps across calls for one guide (bounded); the walks from base
+    states in `shared` when given."""
+
+    def __init__(
+        self, capacity: int, max_bytes: int, shared: SharedWalks | None = None
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    def counts(self) -> tuple[int, int]:
+        """(walks below CD nodes asked for, walks computed) by this memo's residues since it
+        was made, in its own store and in the shared one."""
 
 def cd_residue(
     memo: WalkMemo,

@@ -18,7 +18,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from gridrail._kernels import NameAutomaton as NameAutomatonKernel
-    from gridrail._kernels import ScanTable, SlotScanner, WalkMemo
+    from gridrail._kernels import ScanTable, SharedWalks, SlotScanner, WalkMemo
     from gridrail.gamma.tokens import SlotScan, TokenShapes
     from gridrail.grammar.dfa import ByteDFA
     from gridrail.grammar.lalr import _CodedGrammar
@@ -108,6 +108,9 @@ class KernelTables(NamedTuple):
     ignored: bytes  # the ignored terminals as uint64 words
     start_scan: int
     words: int  # uint64 words per terminal set
+    # what a walk reads of the base scanner's states beyond their rows (`shared_walks`): per
+    # base state its live terminals, then per base state its accepted ones (top class)
+    base_sets: bytes
 
 
 def kernel_tables(oracle: Oracle, trie: TokenTrie) -> KernelTables:
@@ -117,12 +120,10 @@ def kernel_tables(oracle: Oracle, trie: TokenTrie) -> KernelTables:
     words = (len(compiled.grammar.terminals) + 63) // 64
     scan_table, labels = compiled.scanner.kernel_table, compiled.scanner.labels
     assert scan_table is not None and labels is not None  # every scanner has them
-    scanner = _kernels.WalkScanner(
-        scan_table,
-        words,
-        _words_per_state(labels.index, labels.live, words),
-        _words_per_state(labels.index, [compiled.top_class(a) for a in labels.accept], words),
-    )
+    live = _words_per_state(labels.index, labels.live, words)
+    top = _words_per_state(labels.index, [compiled.top_class(a) for a in labels.accept], words)
+    scanner = _kernels.WalkScanner(scan_table, words, live, top)
+    base_rows = _base_of(compiled.scanner).num_states * words * 8
     table = _kernels.TrieTable(
         trie.edge_byte.tobytes(),
         trie.depth.tobytes(),
@@ -137,7 +138,30 @@ def kernel_tables(oracle: Oracle, trie: TokenTrie) -> KernelTables:
         list(tables.action), list(tables.goto), list(tables.productions), tables.end, words, bound
     )
     ignored = _words_of(oracle.ignored_mask, words)
-    return KernelTables(scanner, table, lr, ignored, compiled.scanner.start, words)
+    base_sets = live[:base_rows] + top[:base_rows]
+    return KernelTables(scanner, table, lr, ignored, compiled.scanner.start, words, base_sets)
+
+
+def _base_of(scanner: ScannerAutomaton) -> ScannerAutomaton:
+    return scanner if scanner.base is None else scanner.base
+
+
+def shared_walks(
+    scanner: ScannerAutomaton, tables: KernelTables, trie: TokenTrie, vocab_size: int
+) -> SharedWalks:
+    """The residue's store of walks from `scanner`'s base states, shared by every scanner
+    built on the same base (every schema of a dialect and role) whose base states read the
+    same terminal sets (`tables.base_sets`: the live sets, and the accepted top classes, which
+    the compiled grammar decides), over one trie. Those walks read no name (`SharedWalks` in
+    src/residue.rs), so another schema's are the ones this one would compute."""
+    assert _kernels is not None
+    base = _base_of(scanner)
+    key = ("walks below", trie.fingerprint, vocab_size, tables.base_sets)
+    found = base.derived.get(key)
+    if found is None:  # racing threads may both make one; the first kept is used by all
+        made = _kernels.SharedWalks(base.num_states, WALKS_BELOW, WALKS_BELOW_BYTES)
+        found = base.derived.setdefault(key, made)
+    return found  # type: ignore[return-value]
 
 
 class MaskRunners(NamedTuple):
@@ -162,9 +186,11 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
 
         return MaskRunners(reference, None)
     rust = _kernels  # these runners keep the kernels they were built with
-    scanner, table, lr, ignored_words, start_scan, words = kernel_tables(oracle, trie)
+    tables = kernel_tables(oracle, trie)
+    scanner, table, lr, ignored_words, start_scan, words, _ = tables
     ignored = oracle.ignored_mask
-    memo = rust.WalkMemo(WALKS_BELOW, WALKS_BELOW_BYTES)
+    shared = shared_walks(oracle.compiled.scanner, tables, trie, vocab_size)
+    memo = rust.WalkMemo(WALKS_BELOW, WALKS_BELOW_BYTES, shared)
 
     def walk(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
         # the reference's normalization: the pending length as 0 or 1, no tail without accept

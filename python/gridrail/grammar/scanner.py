@@ -131,6 +131,9 @@ class ScannerAutomaton:
     # The Rust table of `transitions` where the builder made it (`transitions` is then a view
     # of its entries: a catalog's table is neither copied nor checked once more).
     kernel: InitVar[ScanTable | None] = None
+    # The regex scanner this one extends with names (`_with_names`: its states come first,
+    # numbered, labelled and wired as there); None for a scanner without names.
+    base: ScannerAutomaton | None = field(default=None, repr=False)
 
     def __post_init__(self, kernel: ScanTable | None) -> None:
         from gridrail.kernels import make_scan_table
@@ -367,6 +370,7 @@ def _with_names(base: ScannerAutomaton, named: Sequence[TerminalDef]) -> Scanner
             base_labels.live + tuple(per_group[3]),
         ),
         None if isinstance(table_entries, bytes) else table_entries,
+        base,
     )
 
 
