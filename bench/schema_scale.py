@@ -23,9 +23,11 @@ temporary file; then, in a fresh Python process per size (so peak RSS is that si
     over a second catalog of the same size (another seed: other names), in the same process;
     reported for the second: the mask walks it needed, those the T1 cache answered (its own
     earlier walks), those the dialect family's T2 cache answered (walks of the first schema),
-    and those computed; and for both, the walks below CD nodes their residues asked for and
-    those they computed (the rest were kept: by the guide, or — from the role's base scanner
-    — by any schema of the role).
+    and those computed; for both, the walks below CD nodes their residues asked for and those
+    they computed (the rest were kept: by the guide, or — from the role's base scanner — by
+    any schema of the role); for the second, what it asked of and computed into the store of
+    walks from the role's base scanner (its residues' and its own walks' below the nodes
+    where a lexeme leaves the names); and each schema's replay time.
 
 A size that fails reports the error's class and its message's length in characters (issue 14:
 errors stay short). The targets of issue 14 item 3: compile <= 50 ms at 1,000 x 20 and <= 1 s
@@ -133,12 +135,19 @@ def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
     import gridrail as gr
 
     first = gr.compile(grammar, vocab, schema=first_schema, policy=policy, role="reader")
+    started = time.perf_counter()
     replay(first, statements(first_schema))
+    first_s = time.perf_counter() - started
     second_schema = gr.Schema.from_sqlite(second_db)
     guide = gr.compile(grammar, vocab, schema=second_schema, policy=policy, role="reader")
     t1, t2 = guide.cache.stats, guide.family_cache.stats
     before = (t1.hits, t1.misses, t2.hits)
+    shared = shared_store(guide)
+    shared_before = shared.counts() if shared is not None else (0, 0)
+    started = time.perf_counter()
     replay(guide, statements(second_schema))
+    second_s = time.perf_counter() - started
+    shared_after = shared.counts() if shared is not None else (0, 0)
     t1_hits, walks, t2_hits = (
         now - then for now, then in zip((t1.hits, t1.misses, t2.hits), before, strict=True)
     )
@@ -146,6 +155,10 @@ def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
     below = [g.runners.walks_below for g in (first, guide)]  # None without the kernels
     residue = [memo.counts() if memo is not None else (0, 0) for memo in below]
     return {
+        "first_replay_s": first_s,
+        "second_replay_s": second_s,
+        "second_shared_asked": shared_after[0] - shared_before[0],
+        "second_shared_computed": shared_after[1] - shared_before[1],
         "first_below": residue[0][0],
         "first_below_computed": residue[0][1],
         "second_below": residue[1][0],
@@ -155,6 +168,17 @@ def sharing(grammar, vocab, policy, first_schema, second_db: str) -> dict:
         "second_t2_hits": t2_hits,
         "second_computed": walks - t1_hits - t2_hits,
     }
+
+
+def shared_store(guide):
+    """The store of walks from the role's base scanner the guide's kernels share (None
+    without the kernels, or with kernels that share none: before session 31)."""
+    from gridrail import kernels
+
+    if not hasattr(kernels, "shared_walks") or guide.runners.walks_below is None:
+        return None
+    tables = kernels.kernel_tables(guide.oracle, guide.trie)
+    return kernels.shared_walks(guide.compiled.scanner, tables, guide.trie, guide.vocab.size)
 
 
 def write_catalog(path: Path | str, ddl: list[str]) -> None:
@@ -321,16 +345,19 @@ def main() -> None:
         print(
             "\n| tables x columns | second schema: mask walks | T1 hits | T2 hits (first "
             "schema's walks) | computed | residue's walks below CD nodes: first schema "
-            "(computed / asked) | second schema |"
+            "(computed / asked) | second schema | shared walks below nodes, second schema "
+            "(computed / asked) | replay: first / second schema |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             if "second_walks" in r:
                 print(
                     f"| {r['size']} | {r['second_walks']} | {r['second_t1_hits']} | "
                     f"{r['second_t2_hits']} | {r['second_computed']} | "
                     f"{r['first_below_computed']} / {r['first_below']} | "
-                    f"{r['second_below_computed']} / {r['second_below']} |"
+                    f"{r['second_below_computed']} / {r['second_below']} | "
+                    f"{r['second_shared_computed']} / {r['second_shared_asked']} | "
+                    f"{r['first_replay_s'] * 1000:.0f} / {r['second_replay_s'] * 1000:.0f} ms |"
                 )
 
 

@@ -2,6 +2,7 @@
 //! The logic lives in the modules; the `python` feature adds the bindings, which only convert
 //! arguments.
 
+pub mod below;
 pub mod bitmask;
 pub mod canonical;
 pub mod dfa;
@@ -28,7 +29,9 @@ mod bindings {
     /// The format of a ScanTable's buffer: unsigned bytes (a static C string: never freed).
     const BYTE_FORMAT: &std::ffi::CStr = c"B";
 
-    use crate::{bitmask, canonical, dfa, lalr, names, residue, scan, slot_scan, union, walk};
+    use crate::{
+        below, bitmask, canonical, dfa, lalr, names, residue, scan, slot_scan, union, walk,
+    };
 
     /// Inputs at least this long are scanned with the GIL released.
     const RELEASE_GIL_FROM: usize = 1 << 16;
@@ -690,11 +693,17 @@ mod bindings {
             .map_err(walk_error)
         }
 
-        /// `walk(trie, scan_state, lexeme_length, accept_state, tail, allowed, root, vocab_size)
-        /// -> (ci_nodes, tokens, dense, cd_classes)`: `walk_context_independent` then
-        /// `ci_tokens` from a normalized scan part, `allowed` as uint64 words; `ci_nodes` as
-        /// uint32 bytes, `tokens` as uint32 ids or (`dense`) bits. The GIL is released.
+        /// `walk(trie, scan_state, lexeme_length, accept_state, tail, allowed, root, vocab_size,
+        /// shared=None) -> (ci_nodes, tokens, dense, cd_classes)`: `walk_context_independent`
+        /// then `ci_tokens` from a normalized scan part, `allowed` as uint64 words; `ci_nodes`
+        /// as uint32 bytes, `tokens` as uint32 ids or (`dense`) bits; the walks below the
+        /// nodes where a lexeme leaves the names taken from `shared` (the same walk). The GIL
+        /// is released.
         #[allow(clippy::too_many_arguments)]
+        #[pyo3(signature = (
+            trie, scan_state, lexeme_length, accept_state, tail, allowed, root, vocab_size,
+            shared=None
+        ))]
         fn walk(
             &self,
             py: Python<'_>,
@@ -706,6 +715,7 @@ mod bindings {
             allowed: &[u8],
             root: usize,
             vocab_size: usize,
+            shared: Option<&PySharedWalks>,
         ) -> PyResult<WalkTuple> {
             let v = ne_u64s(allowed, "allowed set")?;
             let start = walk::Start {
@@ -715,7 +725,18 @@ mod bindings {
                 tail,
             };
             let done = py
-                .allow_threads(|| walk::walk(&self.0, &trie.0, &start, &v, root, vocab_size))
+                .allow_threads(|| {
+                    let splice = shared.map(|s| s.0.splice(&self.0, &trie.0, vocab_size));
+                    walk::walk(
+                        &self.0,
+                        &trie.0,
+                        &start,
+                        &v,
+                        root,
+                        vocab_size,
+                        splice.as_ref(),
+                    )
+                })
                 .map_err(walk_error)?;
             let (tokens, dense) = match &done.tokens {
                 walk::Tokens::Sparse(ids) => (ne_bytes(py, ids, u32::to_ne_bytes), false),
@@ -783,16 +804,16 @@ mod bindings {
     /// where a shift lands near the stack bound (the reference decides there). The GIL is
     /// released.
     /// `SharedWalks(base_states, capacity, max_bytes)`: the walks below CD nodes from states
-    /// numbered below `base_states` (a base scanner's, `residue::SharedWalks`), shared by the
+    /// numbered below `base_states` (a base scanner's, `below::SharedWalks`), shared by the
     /// `WalkMemo`s given it: one per base scanner, its terminal sets per state and trie.
     #[pyclass(name = "SharedWalks", module = "gridrail._kernels", frozen)]
-    struct PySharedWalks(std::sync::Arc<residue::SharedWalks>);
+    struct PySharedWalks(std::sync::Arc<below::SharedWalks>);
 
     #[pymethods]
     impl PySharedWalks {
         #[new]
         fn new(base_states: i32, capacity: usize, max_bytes: usize) -> Self {
-            Self(std::sync::Arc::new(residue::SharedWalks::new(
+            Self(std::sync::Arc::new(below::SharedWalks::new(
                 base_states,
                 capacity,
                 max_bytes,

@@ -9,10 +9,11 @@
 //! Python side's interned nodes and memos become per-call memos here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use crate::below::{same_bytes, walk_key, SharedWalks, Tail, WalkStore};
 use crate::scan::ALPHABET;
 use crate::walk::{walk, CdClass, ScannerTable, Start, Tokens, TrieTable, Walk, WalkError};
 
@@ -240,30 +241,6 @@ pub struct Config {
     pub lexeme_length: u32,
     pub accept_state: i32,
     pub tail: Vec<u8>,
-}
-
-/// Bytes pending since a lexeme's last accept, as part of a memo's key.
-#[derive(Clone, Debug, Eq)]
-struct Tail(Vec<u8>);
-
-impl PartialEq for Tail {
-    fn eq(&self, other: &Self) -> bool {
-        same_bytes(&self.0, &other.0)
-    }
-}
-
-impl std::hash::Hash for Tail {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.hash(state)
-    }
-}
-
-/// `a == b`, without comparing two empty strings: `==` on byte slices calls `memcmp` even for
-/// length 0, and glibc's AVX-512 `memcmp` then makes a masked load at the empty `Vec`'s
-/// dangling address, a microcode assist each time — tails are often empty, and their
-/// comparisons took over a quarter of the residue's time (bench/RESULTS.md, session 26).
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && (a.is_empty() || a == b)
 }
 
 /// The facts the reference keeps on stack nodes and in the oracle, each a function of its key
@@ -622,97 +599,6 @@ impl Closings {
     }
 }
 
-/// What a walk below a node is keyed by (`MaskKey`: the normalized scan part, the allowed
-/// set, the root).
-type WalkKey = (i32, u32, i32, Tail, Vec<u64>, usize);
-
-/// Walks below CD nodes, by key: emptied when they reach `capacity` entries or `max_bytes`
-/// (a walk's token ids or bits, CI nodes and CD classes), so memory stays bounded.
-pub struct WalkStore {
-    map: FxHashMap<WalkKey, Arc<Walk>>,
-    capacity: usize,
-    bytes: usize,
-    max_bytes: usize,
-    lookups: u64, // walks asked for since the memo was made
-    misses: u64,  // of those, walks computed
-}
-
-impl WalkStore {
-    fn new(capacity: usize, max_bytes: usize) -> Self {
-        Self {
-            map: FxHashMap::default(),
-            capacity,
-            bytes: 0,
-            max_bytes,
-            lookups: 0,
-            misses: 0,
-        }
-    }
-
-    fn keep(&mut self, key: WalkKey, walk: Arc<Walk>) {
-        let tokens = match &walk.tokens {
-            Tokens::Sparse(ids) => ids.len() * 4,
-            Tokens::Dense(bits) => bits.len(),
-        };
-        let classes: usize = walk.cd_classes.iter().map(|cd| 24 + cd.tail.len()).sum();
-        let size = tokens + walk.ci_nodes.len() * 4 + classes;
-        if self.map.len() >= self.capacity || self.bytes + size > self.max_bytes {
-            self.map.clear();
-            self.bytes = 0;
-        }
-        self.bytes += size;
-        self.map.insert(key, walk);
-    }
-}
-
-/// Walks below CD nodes that start in a state of a *base* scanner (the regex terminals a
-/// scanner with names extends: `_with_names`), shared by every scanner built on it — every
-/// schema of a dialect and role. A product's base states keep the base's numbers, rows and
-/// terminal sets, and a walk never crosses a lexeme boundary, so a walk from a base state (with
-/// its last accept, if any, at a base state) reads no name: it is the same walk in each of
-/// them. The caller shares one only between scanners whose base states read alike (the same
-/// base, the same terminal sets per state) over one trie.
-pub struct SharedWalks {
-    base_states: i32,
-    store: Mutex<WalkStore>,
-}
-
-impl SharedWalks {
-    pub fn new(base_states: i32, capacity: usize, max_bytes: usize) -> Self {
-        Self {
-            base_states,
-            store: Mutex::new(WalkStore::new(capacity, max_bytes)),
-        }
-    }
-
-    fn holds(&self, start: &Start) -> bool {
-        start.scan_state < self.base_states && start.accept_state < self.base_states
-    }
-
-    // a poisoned store (a panic elsewhere) is only a cache: start it over
-    fn store(&self) -> std::sync::MutexGuard<'_, WalkStore> {
-        self.store.lock().unwrap_or_else(|poisoned| {
-            let mut store = poisoned.into_inner();
-            *store = WalkStore::new(store.capacity, store.max_bytes);
-            store
-        })
-    }
-
-    /// (walks asked for, walks computed) through this store, by every memo that shares it.
-    pub fn counts(&self) -> (u64, u64) {
-        let store = self.store();
-        (store.lookups, store.misses)
-    }
-
-    pub fn len(&self) -> usize {
-        self.store().map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// The walks below CD nodes and the step facts (`StepMemo`), kept across residues (the
 /// reference reads the walks from the guide's T1 cache): each is a function of its key, so a
 /// kept one is the one that would be computed. Walks from base states go to the `shared`
@@ -821,52 +707,40 @@ pub fn cd_residue(
                     accept_state: nxt.accept_state,
                     tail: if accepted { &nxt.tail } else { &[] },
                 };
-                // keyed by the part of the allowed set the walk reads: stacks that differ
-                // elsewhere share the walk (exact: `ScannerTable::read_by_walk`)
-                let mut v = stepper
-                    .scanner
-                    .read_by_walk(start.scan_state, start.accept_state);
                 let allowed = stepper.v(&nxt.stack)?;
-                v.iter_mut().zip(allowed.iter()).for_each(|(r, w)| *r &= w);
                 walks.lookups += 1;
-                let key = (
-                    start.scan_state,
-                    start.lexeme_length,
-                    start.accept_state,
-                    Tail(start.tail.to_vec()),
-                    v,
-                    node,
-                );
-                let base_store = base_walks.as_deref().filter(|s| s.holds(&start));
-                let found = match base_store {
-                    Some(s) => {
-                        let mut store = s.store();
-                        store.lookups += 1;
-                        store.map.get(&key).cloned()
-                    }
-                    None => walks.map.get(&key).cloned(),
-                };
-                let below = match found {
-                    Some(found) => found,
-                    None => {
-                        walks.misses += 1;
-                        let made = Arc::new(walk(
+                let below = match base_walks.as_deref().filter(|s| s.holds(&start)) {
+                    Some(shared) => {
+                        let (walked, computed) = shared.walk_below(
                             stepper.scanner,
                             trie,
                             &start,
-                            &key.4,
+                            &allowed,
                             node,
                             vocab_size,
-                        )?);
-                        match base_store {
-                            Some(s) => {
-                                let mut store = s.store();
-                                store.misses += 1;
-                                store.keep(key, made.clone());
+                        )?;
+                        walks.misses += u64::from(computed);
+                        walked
+                    }
+                    None => {
+                        let key = walk_key(stepper.scanner, &start, &allowed, node);
+                        match walks.map.get(&key) {
+                            Some(found) => found.clone(),
+                            None => {
+                                walks.misses += 1;
+                                let made = Arc::new(walk(
+                                    stepper.scanner,
+                                    trie,
+                                    &start,
+                                    &key.4,
+                                    node,
+                                    vocab_size,
+                                    None,
+                                )?);
+                                walks.keep(key, made.clone());
+                                made
                             }
-                            None => walks.keep(key, made.clone()),
                         }
-                        made
                     }
                 };
                 match &below.tokens {
@@ -905,32 +779,6 @@ mod tests {
         trans[b'a' as usize] = 1;
         let scan = ScanTable::new(trans, &[0, 1]).unwrap();
         ScannerTable::new(&scan, 1, vec![0b1, 0b1], vec![0, 0b1]).unwrap()
-    }
-
-    #[test]
-    fn only_walks_from_base_states_are_shared() {
-        let shared = SharedWalks::new(3, 4, 1 << 10);
-        let start = |scan_state, accept_state| Start {
-            scan_state,
-            lexeme_length: 1,
-            accept_state,
-            tail: b"",
-        };
-        assert!(shared.holds(&start(2, -1)) && shared.holds(&start(0, 2)));
-        // a state with names, or a last accept at one (its accepted set names a lexicon)
-        assert!(!shared.holds(&start(3, -1)) && !shared.holds(&start(1, 3)));
-        assert!(shared.is_empty() && shared.counts() == (0, 0));
-    }
-
-    #[test]
-    fn tails_compare_by_their_bytes() {
-        use std::hash::BuildHasher;
-        assert!(same_bytes(b"", b"") && same_bytes(b"ab", b"ab"));
-        assert!(!same_bytes(b"", b"a") && !same_bytes(b"ab", b"ba") && !same_bytes(b"a", b""));
-        let hash = |t: &Tail| rustc_hash::FxBuildHasher.hash_one(t);
-        let (empty, also) = (Tail(Vec::new()), Tail(Vec::with_capacity(8)));
-        assert!(empty == also && hash(&empty) == hash(&also));
-        assert!(Tail(b"x".to_vec()) != empty);
     }
 
     #[test]
@@ -1015,7 +863,7 @@ mod tests {
             accept_state: -1,
             tail: b"",
         };
-        let walked = walk(&scanner, &trie, &begin, &[0b1], 0, 8).unwrap();
+        let walked = walk(&scanner, &trie, &begin, &[0b1], 0, 8, None).unwrap();
         assert_eq!(walked.ci_nodes, vec![1]);
         assert_eq!(walked.cd_classes.len(), 1);
         let mut memo = WalkMemo::new(16, 1 << 20);

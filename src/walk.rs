@@ -286,6 +286,21 @@ pub struct Walk {
     pub tokens: Tokens,
 }
 
+/// Where a walk takes the walks below some nodes from elsewhere (`below::SharedWalks`): below
+/// a node where the lexeme leaves the schema's names — its parent's state is one of the names'
+/// (numbered from `base_states`), its own state and last accept are the base scanner's — the
+/// walk reads no name, so every schema of the role has the same walk there. Only subtrees of
+/// more than `min_size` nodes are taken: a smaller one costs less to walk than to look up.
+pub struct Splice<'a> {
+    pub base_states: i32,
+    pub min_size: usize, // subtrees of at most this many nodes are walked here
+    #[allow(clippy::type_complexity)]
+    pub below: Box<dyn Fn(&Start, &[u64], usize) -> Result<Arc<Walk>, WalkError> + 'a>,
+}
+
+/// `Splice::min_size` of the store every schema of a role shares.
+pub const SPLICE_BELOW: usize = 16;
+
 /// The walk's state at one depth of the current path.
 #[derive(Clone, Copy)]
 struct Frame {
@@ -304,6 +319,7 @@ pub fn walk(
     v: &[u64],
     root: usize,
     vocab_size: usize,
+    splice: Option<&Splice>,
 ) -> Result<Walk, WalkError> {
     let words = scanner.words;
     if v.len() != words {
@@ -385,6 +401,47 @@ pub fn walk(
             });
             if trie.token_id[node] >= 0 {
                 ci_nodes.push(node as u32);
+            }
+            let here = frames[d];
+            if let Some(splice) = splice.filter(|s| {
+                parent.state >= s.base_states
+                    && q < s.base_states
+                    && here.accept_state < s.base_states
+                    && trie.size[node] as usize > s.min_size
+            }) {
+                let before_walk: Vec<u8>;
+                let tail: &[u8] = if here.accept_state < 0 {
+                    &[]
+                } else if here.accept_depth >= 0 {
+                    &path[here.accept_depth as usize..]
+                } else {
+                    before_walk = [start.tail, &path].concat();
+                    &before_walk
+                };
+                let below = (splice.below)(
+                    &Start {
+                        scan_state: q,
+                        lexeme_length: 1,
+                        accept_state: here.accept_state,
+                        tail,
+                    },
+                    v,
+                    node,
+                )?;
+                // the walk below, as this walk would have made it: its lexeme lengths count
+                // from this node's, and a tail with no accept yet starts where this walk did
+                ci_nodes.extend_from_slice(&below.ci_nodes);
+                cd_classes.extend(below.cd_classes.iter().map(|cls| CdClass {
+                    lexeme_length: cls.lexeme_length + here.length - 1,
+                    tail: if cls.accept_state < 0 {
+                        [start.tail, &path, &cls.tail].concat()
+                    } else {
+                        cls.tail.clone()
+                    },
+                    ..*cls
+                }));
+                node += trie.size[node] as usize;
+                continue;
             }
             node += 1;
             continue;
@@ -474,7 +531,7 @@ mod tests {
 
     #[test]
     fn tokens_inside_a_viable_lexeme_are_ci_and_a_dead_byte_after_an_accept_is_cd() {
-        let w = super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 1024).unwrap();
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 1024, None).unwrap();
         assert_eq!(w.ci_nodes, vec![1, 2, 3]);
         assert_eq!(w.tokens, Tokens::Sparse(vec![0, 3, 4, 1]));
         // `b` from the start: dead, and nothing accepted before it: rejected whatever the stack
@@ -496,18 +553,18 @@ mod tests {
     fn a_terminal_outside_the_allowed_set_prunes_or_defers() {
         // only `ab` allowed: `a` stays viable (ab is live); `aa` is not by rule (i) (only a+ is
         // live there), but it may be by rule (ii) after the accept of `a`: the stack decides
-        let w = super::walk(&scanner(), &trie(), &start(), &[0b01], 0, 1024).unwrap();
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b01], 0, 1024, None).unwrap();
         assert_eq!(w.ci_nodes, vec![1, 3]);
         assert_eq!(w.cd_classes, vec![after_a(2)]);
         // only a+ allowed: after `a` the byte `b` kills the lexeme at an accept of a+: CD
-        let w = super::walk(&scanner(), &trie(), &start(), &[0b10], 0, 1024).unwrap();
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b10], 0, 1024, None).unwrap();
         assert_eq!(w.ci_nodes, vec![1, 2]);
         assert_eq!(w.cd_classes, vec![after_a(3)]);
     }
 
     #[test]
     fn many_ids_come_as_bits() {
-        let w = super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 8).unwrap();
+        let w = super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 8, None).unwrap();
         assert_eq!(w.tokens, Tokens::Dense(vec![0b11011, 0, 0, 0]));
     }
 
@@ -519,30 +576,30 @@ mod tests {
             accept_state: 1,
             tail: b"",
         };
-        let w = super::walk(&scanner(), &trie(), &after_a, &[0b11], 1, 1024).unwrap();
+        let w = super::walk(&scanner(), &trie(), &after_a, &[0b11], 1, 1024, None).unwrap();
         assert_eq!(w.ci_nodes, vec![2, 3]);
     }
 
     #[test]
     fn bad_arguments_are_refused() {
-        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11, 0], 0, 64).is_err());
-        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 9, 64).is_err());
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11, 0], 0, 64, None).is_err());
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 9, 64, None).is_err());
         let bad = Start {
             scan_state: 7,
             lexeme_length: 0,
             accept_state: -1,
             tail: b"",
         };
-        assert!(super::walk(&scanner(), &trie(), &bad, &[0b11], 0, 64).is_err());
+        assert!(super::walk(&scanner(), &trie(), &bad, &[0b11], 0, 64, None).is_err());
         let one_state = ScanTable::new(vec![-1; ALPHABET], &[0]).unwrap();
         assert!(ScannerTable::new(&one_state, 1, vec![0], vec![0]).is_ok());
         assert!(ScannerTable::new(&one_state, 2, vec![0], vec![0]).is_err());
         assert!(ScannerTable::new(&one_state, 1, vec![0, 0], vec![0]).is_err());
         assert!(TrieTable::new(vec![-1], vec![0], vec![2], vec![-1], HashMap::new()).is_err());
         // a mask too narrow for the trie's ids (the largest is 4), or wider than any vocabulary
-        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 4).is_err());
-        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 5).is_ok());
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 4, None).is_err());
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, 5, None).is_ok());
         let huge = MAX_VOCAB_SIZE + 1;
-        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, huge).is_err());
+        assert!(super::walk(&scanner(), &trie(), &start(), &[0b11], 0, huge, None).is_err());
     }
 }

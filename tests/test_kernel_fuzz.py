@@ -65,13 +65,20 @@ def _fuzz(examples: int):
 
 
 @_fuzz(100)
-@given(ROLES, ROLES, SMALL, INTS, SMALL, BYTES, WORDS, INTS, INTS)
+@given(ROLES, ROLES, SMALL, INTS, SMALL, BYTES, WORDS, INTS, INTS, st.none() | INTS)
 def test_walks_of_any_arguments_do_not_panic(
-    scanner_of, trie_of, scan, length, accept, tail, allowed, root, vocab_size
+    scanner_of, trie_of, scan, length, accept, tail, allowed, root, vocab_size, base_states
 ) -> None:
-    # the scanner of one role's language with the trie of another: tables that do not belong
+    # the scanner of one role's language with the trie of another: tables that do not belong;
+    # a store of walks below nodes that claims any number of base states
     scanner, trie = _tables(scanner_of).scanner, _tables(trie_of).trie
-    _edge(lambda: scanner.walk(trie, scan, length, accept, tail, allowed, root, vocab_size))
+
+    def walk() -> object:
+        shared = None if base_states is None else rust.SharedWalks(base_states, 4, 1 << 12)
+        args = (scan, length, accept, tail, allowed, root, vocab_size, shared)
+        return scanner.walk(trie, *args)
+
+    _edge(walk)
 
 
 @_fuzz(100)

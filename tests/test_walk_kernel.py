@@ -170,11 +170,12 @@ def _replay_checked(guide: gr.Guide, sql: str) -> None:
 
 
 def test_schemas_of_one_role_share_the_walks_from_its_base_states() -> None:
-    """Issue 14 item 2. A walk below a CD node that starts in the role's base scanner (the
-    regex terminals; a scanner with names keeps the base's states, numbers, rows and terminal
-    sets) reads no name, so one store keeps those walks for every schema of the role: after
-    another schema's statement, a schema computes fewer walks than it does alone, and every
-    mask stays the reference's."""
+    """Issue 14 item 2. A walk that starts in the role's base scanner (the regex terminals; a
+    scanner with names keeps the base's states, numbers, rows and terminal sets) reads no
+    name, so one store keeps those walks for every schema of the role — the residue's walks
+    below CD nodes, and the walk's own subtrees below the nodes where a lexeme leaves the
+    names: after another schema's statements, a schema computes fewer of both than it does
+    alone, and every mask stays the reference's."""
     _rust()
     vocab, grammar = _vocab("gpt2"), gr.Grammar.bundled("sqlite")
 
@@ -200,20 +201,24 @@ def test_schemas_of_one_role_share_the_walks_from_its_base_states() -> None:
         "SELECT count(*) FROM {t} WHERE {c} > 2 GROUP BY {c};",
     ]
 
-    def computed(tables: dict[str, list[str]], after: dict[str, list[str]] | None) -> int:
-        """The walks `tables`' schema computes for the statements, with a fresh store that
-        `after`'s schema filled first (the store kept on the base is only a cache)."""
+    def computed(tables: dict[str, list[str]], after: dict[str, list[str]] | None):
+        """The walks `tables`' schema computes for the statements — by its residues, and into
+        the shared store —, with a fresh store that `after`'s schema filled first (the store
+        kept on the base is only a cache)."""
         for key in [k for k in base.derived if isinstance(k, tuple) and k[0] == "walks below"]:
             del base.derived[key]
         for names in (after, tables) if after else (tables,):
             fresh = guide(names)
+            store = _walk_store(fresh)
+            before = store.counts()[1]
             table, columns = next(iter(names.items()))
             for sql in statements:
                 _replay_checked(fresh, sql.format(t=table, c=columns[-1]))
-        return fresh.runners.walks_below.counts()[1]
+        return fresh.runners.walks_below.counts()[1], store.counts()[1] - before
 
-    alone = computed(school_tables, None)
-    assert 0 < computed(school_tables, hr_tables) < alone
+    (residue_alone, stored_alone) = computed(school_tables, None)
+    (residue, stored) = computed(school_tables, hr_tables)
+    assert 0 < residue < residue_alone and stored < stored_alone
 
 
 def test_a_residue_reads_a_walks_kept_classes_as_their_tuples() -> None:

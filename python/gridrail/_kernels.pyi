@@ -128,11 +128,13 @@ class WalkScanner:
         allowed: bytes,
         root: int,
         vocab_size: int,
+        shared: SharedWalks | None = None,
     ) -> tuple[bytes, bytes, bool, list[tuple[int, int, int, int, bytes]], CdClasses]:
         """`walk_context_independent` then `ci_tokens` from a normalized scan part: (CI nodes
         as uint32 bytes, CI tokens as uint32 ids or, when `dense`, bits, dense, CD classes as
         (node, scan state, lexeme length, accept state, tail), the same classes kept for
-        `cd_residue`)."""
+        `cd_residue`); the walks below the nodes where a lexeme leaves the names taken from
+        `shared` (the same walks)."""
 
 @final
 class CdClasses:

@@ -149,11 +149,13 @@ def _base_of(scanner: ScannerAutomaton) -> ScannerAutomaton:
 def shared_walks(
     scanner: ScannerAutomaton, tables: KernelTables, trie: TokenTrie, vocab_size: int
 ) -> SharedWalks:
-    """The residue's store of walks from `scanner`'s base states, shared by every scanner
-    built on the same base (every schema of a dialect and role) whose base states read the
-    same terminal sets (`tables.base_sets`: the live sets, and the accepted top classes, which
-    the compiled grammar decides), over one trie. Those walks read no name (`SharedWalks` in
-    src/residue.rs), so another schema's are the ones this one would compute."""
+    """The store of walks from `scanner`'s base states (the residue's walks below CD nodes,
+    and the walk's subtrees below the nodes where a lexeme leaves the names), shared by every
+    scanner built on the same base (every schema of a dialect and role) whose base states read
+    the same terminal sets (`tables.base_sets`: the live sets, and the accepted top classes,
+    which the compiled grammar decides), over one trie. Those walks read no name
+    (`SharedWalks` in src/below.rs), so another schema's are the ones this one would
+    compute."""
     assert _kernels is not None
     base = _base_of(scanner)
     key = ("walks below", trie.fingerprint, vocab_size, tables.base_sets)
@@ -173,7 +175,9 @@ class MaskRunners(NamedTuple):
 def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskRunners:
     """The two halves of a mask: the walk (Rust ``WalkScanner.walk``, one call per walk with
     the GIL released, or the reference `walk_context_independent` then `ci_tokens`) and the CD
-    residue (Rust ``cd_residue``, one call per residue, or None for the reference)."""
+    residue (Rust ``cd_residue``, one call per residue, or None for the reference). The Rust
+    halves keep the walks from the role's base scanner in the store every schema of the role
+    shares (`shared_walks`)."""
     from gridrail.mask.bitmask import FROZEN_IDS_BELOW
     from gridrail.mask.walk import WalkResult, ci_tokens, walk_context_independent
 
@@ -191,6 +195,8 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
     ignored = oracle.ignored_mask
     shared = shared_walks(oracle.compiled.scanner, tables, trie, vocab_size)
     memo = rust.WalkMemo(WALKS_BELOW, WALKS_BELOW_BYTES, shared)
+    # a walk leaves names only in a scanner that has them
+    splice = None if oracle.compiled.scanner.base is None else shared
 
     def walk(cfg: Configuration, root: int) -> tuple[WalkResult, bytes | array]:
         # the reference's normalization: the pending length as 0 or 1, no tail without accept
@@ -198,7 +204,7 @@ def make_mask_runners(oracle: Oracle, trie: TokenTrie, vocab_size: int) -> MaskR
         v = _words_of(oracle.allowed_mask(cfg) | ignored, words)
         nodes, tokens, dense, classes, kept = scanner.walk(
             table, cfg.scan_state, min(cfg.lexeme_length, 1), cfg.accept_state,
-            cfg.tail if accepted else b"", v, root, vocab_size,
+            cfg.tail if accepted else b"", v, root, vocab_size, splice,
         )  # fmt: skip
         ci_nodes = array("I")
         ci_nodes.frombytes(nodes)
