@@ -196,9 +196,9 @@ mod tests {
     use crate::scan::{ScanTable, ALPHABET};
     use std::collections::HashMap;
 
-    /// Terminals A (bit 0), a name `ab` (bit 1) and B (bit 2, `aac` with no `a`/`b` before
-    /// the `aa`): states 0 (in A, accepting), 1 (in A, not accepting) and 2 (B accepted) are
-    /// the base's; 3 is the start, 4 after `a` (not accepting) and 5 after `ab` (the name
+    /// Terminals A (bit 0: `b…`, `ab…`, `aa` then more), a name `ab` (bit 1) and B (bit 2:
+    /// `aac`): states 0 (in A, accepting), 1 (after `aa`, nothing accepted yet) and 2 (B
+    /// accepted) are the base's; 3 is the start, 4 after `a` and 5 after `ab` (the name
     /// accepted) still read the name.
     fn scanner() -> ScannerTable {
         let mut trans = vec![-1; 6 * ALPHABET];

@@ -803,9 +803,10 @@ mod bindings {
     /// ids, ascending, when fewer than `ids_below`, else (`dense`) as little-endian bits; None
     /// where a shift lands near the stack bound (the reference decides there). The GIL is
     /// released.
-    /// `SharedWalks(base_states, capacity, max_bytes)`: the walks below CD nodes from states
+    /// `SharedWalks(base_states, capacity, max_bytes)`: the walks below a trie node from states
     /// numbered below `base_states` (a base scanner's, `below::SharedWalks`), shared by the
-    /// `WalkMemo`s given it: one per base scanner, its terminal sets per state and trie.
+    /// `WalkMemo`s and `WalkScanner.walk` calls given it: one per base scanner, its terminal
+    /// sets per state and trie.
     #[pyclass(name = "SharedWalks", module = "gridrail._kernels", frozen)]
     struct PySharedWalks(std::sync::Arc<below::SharedWalks>);
 
@@ -824,8 +825,8 @@ mod bindings {
             self.0.len()
         }
 
-        /// `(lookups, misses)`: the walks asked of this store by every memo sharing it, and
-        /// how many of them were computed.
+        /// `(lookups, misses)`: the walks asked of this store by every walk and memo sharing
+        /// it, and how many of them were computed.
         fn counts(&self) -> (u64, u64) {
             self.0.counts()
         }

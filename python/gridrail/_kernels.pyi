@@ -160,14 +160,16 @@ class LrTable:
 
 @final
 class SharedWalks:
-    """The walks below CD nodes from states numbered below `base_states` (a base scanner's),
-    shared by the `WalkMemo`s given it (bounded)."""
+    """The walks below a trie node from states numbered below `base_states` (a base
+    scanner's), shared by the `WalkMemo`s and the `WalkScanner.walk` calls given it (bounded):
+    `src/below.rs`."""
 
     def __init__(self, base_states: int, capacity: int, max_bytes: int) -> None: ...
     def __len__(self) -> int: ...
     def counts(self) -> tuple[int, int]:
-        """(walks asked of this store by every memo sharing it, walks computed)."""
+        """(walks asked of this store by every walk and memo sharing it, walks computed)."""
 
+@final
 class WalkMemo:
     """What `cd_residue` keeps across calls for one guide (bounded); the walks from base
     states in `shared` when given."""
