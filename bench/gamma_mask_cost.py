@@ -56,7 +56,8 @@ def main() -> None:
     if args.no_cache:
         from gridrail.lru import BoundedLRU
 
-        # the Γ masks' cache: `_gamma_masks` before session 17, `_masks` (all masks) since
+        # the mask memos: the language's (`_masks`, which held Γ's too in sessions 17-31)
+        # and Γ's (`_gamma_masks`, before session 17 and since session 32)
         for name in ("_gamma_masks", "_masks"):
             if hasattr(guide, name):
                 setattr(guide, name, BoundedLRU(1, 0))

@@ -6,22 +6,24 @@
 A guide compiled with `gamma=True` (strict profile) over a one-table SQLite schema t(name,
 c1..c9); the streams are bench/mask_cache.py's seeded WHERE chains (`SELECT name FROM t WHERE
 <predicates>;`), whose every column reference is a Γ slot. Each stream is replayed twice: a
-cold pass (untimed: fills the language mask's caches) and a timed pass, where what is timed is
+cold pass (untimed: fills the caches) and a timed pass, where what is timed is
 `matcher.allowed()` before each token — the language's mask and Γ's filter of it. The guide's
-mask memo, which keys Γ's masks by configuration and Γ's content, would replay the cold pass's
-masks: it is shrunk to one entry, so the timed pass computes every Γ filter, from the binder's
-shifts, judges and verdicts as the cold pass left them (as earlier traffic would; keyed by Γ's
-content too, bounded). With `--cold-binder` those are cleared before the timed pass, which then
-meets each state's first time itself (a chain's predicates meet equal states again, so its
-steps grow cheaper as it goes). The binder's memos are bounded, so a timed pass that replays
-the cold pass's own stream meets its early positions' entries evicted by its later ones (a
-slope of the replay's order, not of Γ); with `--warm-other` the cold pass replays another
-stream of the same length (seed + 10,000) instead, so the timed stream meets the memos as
-earlier traffic leaves them, in its own order. With `--gamma-cache` the memo instead holds
-every mask of a run, so the timed pass is a warm replay of Γ's masks (as
-bench/mask_cache.py's R harness replays the language's). Per run the OLS slope of step
-latency (µs) on position; over runs the mean slope with its 95% interval, p50 / p99 of every
-step pooled (bench/mask_cache.py's statistics).
+memo of Γ's masks, which keys them by configuration and Γ's content, would replay the cold
+pass's masks: it is shrunk to one entry, so the timed pass computes every Γ filter, from the
+binder's shifts, judges and verdicts and the guide's filter plans as the cold pass left them
+(as earlier traffic would; keyed by Γ's content or the language's mask, bounded), over the
+language's masks as the cold pass left them in their own memo (the R harness of
+bench/mask_cache.py times those). With `--cold-binder` the binder's memos and the plans are
+cleared before the timed pass, which then meets each state's first time itself (a chain's
+predicates meet equal states again, so its steps grow cheaper as it goes). The memos are
+bounded, so a timed pass that replays the cold pass's own stream meets its early positions'
+entries evicted by its later ones (a slope of the replay's order, not of Γ); with
+`--warm-other` the cold pass replays another stream of the same length (seed + 10,000)
+instead, so the timed stream meets the memos as earlier traffic leaves them, in its own
+order. With `--gamma-cache` the memo of Γ's masks instead holds every mask of a run, so the
+timed pass is a warm replay of them (as bench/mask_cache.py's R harness replays the
+language's). Per run the OLS slope of step latency (µs) on position; over runs the mean slope
+with its 95% interval, p50 / p99 of every step pooled (bench/mask_cache.py's statistics).
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ def main() -> None:
     parser.add_argument(
         "--cold-binder",
         action="store_true",
-        help="clear the binder's memos (shifts, judges, verdicts) before the timed pass",
+        help="clear the binder's memos (shifts, judges, verdicts) and the guide's filter plans "
+        "before the timed pass",
     )
     parser.add_argument(
         "--warm-other",
@@ -102,21 +105,22 @@ def main() -> None:
     summary = SlopeSummary([], [])
     for seed in range(args.runs):
         ids = where_chain(random.Random(seed), tokenizer, args.stream)
-        # the guide's mask memo (the language's masks and Γ's, since session 17), new for each
-        # run: one entry, so the Γ filter is computed at every position (the language's masks
-        # come from the warm T1 / T2 caches), or room for the run's masks — with its default
-        # bound (4,096 masks) a long stream's are evicted before the timed pass replays them
+        # the guide's memo of Γ's masks, new for each run: one entry, so the Γ filter is
+        # computed at every position, or room for the run's masks — with its default bound
+        # (4,096 masks) a long stream's are evicted before the timed pass replays them. The
+        # language's masks, in a memo of their own, stay as the cold pass leaves them
         size = 2 * len(ids) + 64 if args.gamma_cache else 1
-        guide._masks = BoundedLRU(size, 1 << 40 if args.gamma_cache else 0)
+        guide._gamma_masks = BoundedLRU(size, 1 << 40 if args.gamma_cache else 0)
         warm = where_chain(random.Random(10_000 + seed), tokenizer, args.stream)
         _timed(guide.matcher(), warm if args.warm_other else ids)  # cold pass
         if args.cold_binder and guide.binder is not None:
-            # the timed pass computes the binder's shifts, judges and verdicts again, sharing only
-            # within itself (equal states at different positions)
+            # the timed pass computes the binder's shifts, judges and verdicts and the guide's
+            # filter plans again, sharing only within itself (equal states at other positions)
             guide.binder._shifts.clear()
             guide.binder._judges.clear()
             guide.binder._after.clear()
             guide.binder._verdicts.clear()
+            guide._gamma_plans.clear()
         gc.collect()
         gc.disable()
         try:

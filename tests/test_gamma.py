@@ -586,16 +586,17 @@ def _memoless(role: str) -> gr.Guide:
     assert binder is not None
     for memo in ("_shifts", "_judges", "_verdicts", "_after", "_candidates", "_prefixes"):
         setattr(binder, memo, BoundedLRU(1, 0))
-    fresh._masks = BoundedLRU(1, 0)
+    fresh._masks, fresh._gamma_masks = BoundedLRU(1, 0), BoundedLRU(1, 0)
+    fresh._gamma_plans = BoundedLRU(1, 0)
     return fresh
 
 
 @pytest.mark.parametrize("role", ["analyst", "editor"])
 def test_gammas_memos_share_only_equal_states(role: str) -> None:
     """Γ's memos are keyed by a state's content (its values' shape, its block), so that equal
-    states at different positions share them: the masks of walks that share one guide's
-    memos (a WHERE chain's predicates meet equal states) are the masks the same tokens get
-    where nothing is shared."""
+    states at different positions share them, and the filter's plans by the language's mask:
+    the masks of walks that share one guide's memos (a WHERE chain's predicates meet equal
+    states) are the masks the same tokens get where nothing is shared."""
     guide = _editor() if role == "editor" else _guide(role)
     rng = random.Random(f"memos/{role}")
     tokens = guide.trie.tokenize
@@ -1050,21 +1051,25 @@ def test_rollback_restores_gamma() -> None:
 def test_masks_are_shared_by_equal_gamma_states_only() -> None:
     """Γ-filtered masks are kept per (configuration, Γ's digest): a second matcher at the same
     prefix reuses the first's mask; the same configuration under other names declared does
-    not (the qualifier `e.` binds employees in one statement, orders in the other)."""
+    not (the qualifier `e.` binds employees in one statement, orders in the other) — it reuses
+    only the filter's plan, which is the language mask's: which tokens to judge, not how."""
     guide = _guide()
-    stats = guide.cache_stats()["masks"]
+    stats, plans = guide.cache_stats()["gamma_masks"], guide._gamma_plans.stats
     prefixes = [
         b"SELECT e.name FROM employees AS e WHERE e.",
         b"SELECT e.id FROM orders AS e WHERE e.",
     ]
-    masks, matchers = [], []
+    masks, matchers, planned = [], [], []
     for prefix in prefixes:
         matcher = guide.matcher()
         assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+        hits = plans.hits
         masks.append(matcher.allowed())
+        planned.append(plans.hits > hits)
         matchers.append(matcher)
     assert matchers[0].configuration == matchers[1].configuration  # L alone cannot tell them apart
     assert masks[0] != masks[1]
+    assert planned[1]  # the second Γ filter read the first's plan of the same language mask
     for matcher, mask in zip(matchers, masks, strict=True):
         gamma = matcher._gamma[-1]  # type: ignore[index]
         binder = guide.binder

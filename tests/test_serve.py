@@ -282,7 +282,7 @@ def test_metrics_have_the_cache_hit_rates_of_the_guides_kept_warm(client: TestCl
     # the analyst's guide was compiled once and served warm to the second request
     assert values['gridrail_guide_lookups_total{outcome="built"}'] == 1
     assert values['gridrail_guide_lookups_total{outcome="hit"}'] >= 1
-    for cache in ("t1", "t2", "stack", "masks"):
+    for cache in ("t1", "t2", "masks", "gamma_masks"):
         hits, misses = (
             values[f'gridrail_cache_hits{{cache="{cache}"}}'],
             values[f'gridrail_cache_misses{{cache="{cache}"}}'],

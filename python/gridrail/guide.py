@@ -29,11 +29,11 @@ from gridrail.check.sqlite_judge import SqliteJudge
 from gridrail.errors import ParseError, UsageError
 from gridrail.gamma.binder import Binder, GammaState, PrefixJudge, content_key
 from gridrail.gamma.catalog import NameCatalog
-from gridrail.gamma.tokens import TokenShapes
+from gridrail.gamma.tokens import FilterPlan, TokenShapes, plan_filter
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.kernels import MaskRunners, make_mask_runners, write_mask_row
-from gridrail.lru import BoundedLRU, CacheStats
+from gridrail.lru import BoundedLRU, CacheStats, SameObject
 from gridrail.mask.bitmask import DistinctMasks, TokenSet, bitmask_array, words_per_row
 from gridrail.mask.cache import MaskCache
 from gridrail.mask.compute import next_token_mask
@@ -64,8 +64,12 @@ if TYPE_CHECKING:
     from gridrail.policy.schema import Schema
     from gridrail.policy.view import SchemaView
 
-# Masks a guide keeps by configuration (and Γ's digest, under Γ).
+# Masks a guide keeps by configuration, and as many again under Γ (by configuration and Γ's
+# content: a memo of their own).
 MASKS, MASK_BYTES = 4096, 64 << 20
+# Plans of the Γ filter a guide keeps (`gamma.tokens.FilterPlan`: a few KB each), by language
+# mask, scan part and the flags that decide which tokens are judged.
+PLANS, PLAN_BYTES = 4096, 32 << 20
 # Steps a guide keeps (configuration, token -> configuration), bounded by count alone: each
 # holds one small configuration, whose stack it shares with the one before.
 ADVANCES = 1 << 15
@@ -121,6 +125,10 @@ class Guide:
         self.binder = Binder(self.oracle, names) if names is not None else None
         self._shapes = _token_shapes(vocab) if self.binder else None
         self._masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(MASKS, MASK_BYTES)
+        # under Γ, masks by (configuration, Γ's content): a memo of their own, so that the many
+        # Γ states of one configuration never evict the language's masks they are filtered from
+        self._gamma_masks: BoundedLRU[tuple[MaskEntry, TokenSet]] = BoundedLRU(MASKS, MASK_BYTES)
+        self._gamma_plans: BoundedLRU[FilterPlan] = BoundedLRU(PLANS, PLAN_BYTES)
         self._distinct = DistinctMasks()  # masks of equal content shared by one object
         self._advances: BoundedLRU[tuple[Configuration | None]] = BoundedLRU(ADVANCES, sys.maxsize)
         self.row_words = words_per_row(vocab.size)  # int32 words of a bitmask row
@@ -128,10 +136,15 @@ class Guide:
     def cache_stats(self) -> dict[str, CacheStats]:
         """The live counters of the caches this guide's masks go through: "t1" (walks of its
         grammar, vocabulary and lexicons), "t2" (the dialect family's lexicon-inert walks) and
-        "masks" (masks by `Configuration.mask_key` — the stack and the scan part a walk reads —
-        and, under Γ, by configuration and Γ's state). T1 and T2 are shared with every guide
-        `compile` built over the same artifacts: the same objects."""
-        return {"t1": self.cache.stats, "t2": self.family_cache.stats, "masks": self._masks.stats}
+        "masks" (masks by `Configuration.mask_key` — the stack and the scan part a walk reads)
+        and "gamma_masks" (under Γ, masks by configuration and Γ's state). T1 and T2 are shared
+        with every guide `compile` built over the same artifacts: the same objects."""
+        return {
+            "t1": self.cache.stats,
+            "t2": self.family_cache.stats,
+            "masks": self._masks.stats,
+            "gamma_masks": self._gamma_masks.stats,
+        }
 
     def matcher(self, max_tokens: int | None = None, audit: AuditLog | None = None) -> Matcher:
         """A matcher; with `max_tokens`, one that keeps every generation inside that budget;
@@ -165,14 +178,14 @@ class Guide:
         content: `content_key`) — so they are memoized by those: a step met again (the
         candidates of one question, the prefixes statements share, a warm cache, an equal Γ
         at another position) costs one lookup."""
-        masks = self._masks
         if gamma is None or self.binder is None:
             # a warm step ends here: no closure, no lock
+            masks = self._masks
             key = cfg.mask_key
             return masks.get(key) or masks.setdefault(
                 key, self._language_mask(cfg), self.row_words * 4
             )
-        key = (cfg, *content_key(gamma), gamma.pending)
+        masks, key = self._gamma_masks, (cfg, *content_key(gamma), gamma.pending)
         found = masks.get(key)
         if found is None:
             entry, mask = self.mask_with_entry(cfg)
@@ -200,49 +213,50 @@ class Guide:
         binder."""
         binder, shapes = self.binder, self._shapes
         assert binder is not None and shapes is not None
-        ids = mask.id_array()
-        ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged below
         closing = binder.closing(gamma)
         # in a FROM clause a `(` may open a parenthesized join inside another, which Γ refuses
         # (`Binder.joins`): tokens holding one are judged too
         joining = not closing and binder.joins(gamma)
-        if not closing:
-            kept = ~shapes.plain[ids] | bool(gamma.pending)
-            ids = ids[kept | shapes.has_paren[ids] if joining else kept]
+        owes = not closing and binder.owes(gamma)  # a token that opens FROM may go on in it
         # bytes after the last allowed accept can be cut back there and rescanned, which the
         # scan does not follow; with no accept yet (inside a string literal), a byte that ends
         # the lexeme rejects the token, so the scan is exact from the first byte
         cut_back = bool(cfg.tail) and cfg.accept_state >= 0
-        scan = binder.slot_scan.scan(shapes, ids, cfg.scan_state, cut_back)
-        if closing:  # any token may end the FROM clause too early: judge them all
-            scan = scan._replace(marked=np.ones(len(ids), dtype=bool))
-        elif binder.owes(gamma):  # a token that opens FROM may also go on inside it
-            scan = scan._replace(marked=scan.marked | shapes.enter_from(ids, gamma.pending))
-        if joining:
-            scan = scan._replace(marked=scan.marked | shapes.has_paren[ids])
+        # which tokens are judged, and how, is a function of the language's mask (one object
+        # per content), the scan part and these flags (of the pending bytes, whether there
+        # are any and, where a FROM may open, their last four): kept per those, so a mask met
+        # again under another Γ — other names declared, another position — scans no token
+        pending = gamma.pending
+        key = (
+            SameObject(mask),
+            cfg.scan_state,
+            cut_back,
+            closing,
+            joining,
+            owes,
+            pending[-4:].lower() if owes else bool(pending),
+        )
+        plan = self._gamma_plans.get(key)
+        if plan is None:
+            plan = plan_filter(
+                shapes, binder.slot_scan, mask.id_array(), cfg.scan_state, cut_back,
+                closing=closing, joining=joining, owes=owes, pending=pending,
+            )  # fmt: skip
+            plan = self._gamma_plans.setdefault(key, plan, plan.nbytes)
         refused: list[int] = []
         # Tokens whose only lexemes are the pending one ending at their first byte, layout,
         # and the lexeme they leave pending: Γ after the first is shared, the last is judged
         # by its bytes — in groups of one scanner state, whose slots are found once.
-        simple = scan.marked & scan.simple
         shared = {False: gamma, True: binder.after_pending(gamma, cfg)}
-        members_of = ids[simple]
-        groups = scan.final_state[simple] * 2 + scan.closes[simple]
-        starts = scan.final_start[simple]
-        order = np.argsort(groups, kind="stable")
-        members, starts = members_of[order], starts[order]
-        keys, firsts = np.unique(groups[order], return_index=True)
-        keys = keys.tolist()
+        keys = plan.keys
         judges: dict[int, object] = {}
         for closes, before in shared.items():  # the groups read from one Γ: judged at once
             group = [key for key in keys if bool(key & 1) == closes]
             if before is not None and group:
                 found = binder.pending_judges(before, [key >> 1 for key in group])
                 judges.update(zip(group, found, strict=True))
-        bounds = firsts.tolist()
-        ends = [*bounds[1:], len(order)] if bounds else []
-        for key, lo, hi in zip(keys, bounds, ends, strict=True):
-            tokens, at = members[lo:hi], starts[lo:hi]
+        for key, lo, hi in zip(keys, plan.bounds, plan.ends, strict=True):
+            tokens, at = plan.members[lo:hi], plan.starts[lo:hi]
             if shared[bool(key & 1)] is None:
                 refused.extend(tokens.tolist())
                 continue
@@ -250,11 +264,11 @@ class Guide:
             if judge is None:
                 continue
             if isinstance(judge, PrefixJudge):
-                ok = judge.tokens(shapes, tokens, at, gamma.pending)
+                ok = judge.tokens(shapes, tokens, at, pending)
             else:
-                ok = np.asarray(judge(shapes.pending_lexemes(tokens, at, gamma.pending)), bool)
+                ok = np.asarray(judge(shapes.pending_lexemes(tokens, at, pending)), bool)
             refused.extend(tokens[~ok].tolist())
-        for token_id in ids[scan.marked & ~scan.simple].tolist():
+        for token_id in plan.read:
             spelling = shapes.spellings[token_id]
             after = self.advance(cfg, token_id)
             if after is None or not binder.admits(gamma, spelling, after):  # type: ignore[arg-type]

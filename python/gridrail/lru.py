@@ -1,6 +1,7 @@
 """A thread-safe least-recently-used map bounded by entry count and by the byte sizes its
 callers declare, with counters a user can read: the bookkeeping the mask cache (T1/T2) and the
-guide's memos share. What may be stored, and when, is theirs to decide."""
+guide's memos share. What may be stored, and when, is theirs to decide. `SameObject` keys a
+memo by an object's identity."""
 
 from __future__ import annotations
 
@@ -84,3 +85,20 @@ class BoundedLRU(Generic[V]):
         with self._lock:
             self._values.clear()
             self.stats.entries = self.stats.bytes = 0
+
+
+class SameObject:
+    """A memo key that is one object, compared by identity (a slot's dict is not hashable by
+    value; an interned mask is one object per content). It holds the object, so its id cannot
+    be reused while the key lives."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object):
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SameObject) and other.value is self.value

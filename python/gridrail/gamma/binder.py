@@ -64,7 +64,7 @@ from gridrail.gamma.environment import (
 from gridrail.gamma.obligations import MAX_FROM_ITEMS, Catalog, discharged, plan
 from gridrail.gamma.tokens import SlotScan, TokenShapes
 from gridrail.grammar.lalr import ACCEPT
-from gridrail.lru import BoundedLRU
+from gridrail.lru import BoundedLRU, SameObject
 from gridrail.parse.oracle import Configuration, Oracle
 from gridrail.parse.stack import StackNode
 from gridrail.policy.binding import CLAUSE_REACH, Reach
@@ -313,14 +313,16 @@ class Binder:
             scanner.kernel_table,
         )  # fmt: skip
         self._prefixes: BoundedLRU[frozenset[bytes]] = BoundedLRU(4096, 1 << 30)
+        self._unions: BoundedLRU[frozenset[bytes]] = BoundedLRU(1024, 1 << 30)  # of prefixes
         self._table_columns: dict[str, dict[str, Column]] = {}
         self._candidates: BoundedLRU[Slot] = BoundedLRU(4096, 1 << 30)
         self._catalog: Catalog | None = None
         self._scoped: BoundedLRU[Catalog] = BoundedLRU(1024, 1 << 30)  # with CTEs in scope
-        self._after: BoundedLRU[tuple] = BoundedLRU(1 << 14, 1 << 30)
+        self._after: BoundedLRU[tuple] = BoundedLRU(1 << 16, 1 << 30)
         self._shifts: BoundedLRU[tuple] = BoundedLRU(1 << 15, 1 << 30)
-        # judges by the terminals live (most scanner states of a step share a few live sets)
-        self._judges: BoundedLRU[tuple | object] = BoundedLRU(1 << 14, 1 << 30)
+        # judges by the terminals live (most scanner states of a step share a few live sets);
+        # a judge holds shared prefix sets (`_union`), so many are cheap to keep
+        self._judges: BoundedLRU[tuple | object] = BoundedLRU(1 << 16, 1 << 30)
         self._verdicts: BoundedLRU[bool] = BoundedLRU(1 << 15, 1 << 30)
         self._winning: dict[tuple[int, int], bool] = {}  # bounded: scanner states x terminals
         self._paths: dict[tuple[int, int, int], tuple[tuple[bytes, ...], bool]] = {}
@@ -614,7 +616,7 @@ class Binder:
                 return None  # USING lists
             target = inner.target
             return self._candidates.memo(
-                ("target column", _Same(target)), lambda: Slot(_visible_names(target))
+                ("target column", SameObject(target)), lambda: Slot(_visible_names(target))
             )
         table = None
         if slot in ("table", "alias"):
@@ -669,7 +671,7 @@ class Binder:
         base, ctes, defining = self._catalog, self._ctes_in_scope(block), _defining(block)
         if not ctes and not defining:
             return base
-        key = (tuple((k, _Same(columns)) for k, columns in ctes.items()), defining)
+        key = (tuple((k, SameObject(columns)) for k, columns in ctes.items()), defining)
         tables = {k: t for k, t in {**base.tables, **ctes}.items() if k not in defining}
         return self._scoped.memo(key, lambda: replace(base, tables=tables))
 
@@ -1062,25 +1064,35 @@ class Binder:
     def pending_judges(
         self, state: GammaState, scan_states: Sequence[int]
     ) -> list[Callable[[Sequence[bytes]], list[bool]] | None]:
-        """`pending_judge` at each of `scan_states`, at one boundary (a mask's groups)."""
+        """`pending_judge` at each of `scan_states`, at one boundary (a mask's groups). The
+        states of one live set share a judge (found once per call), unless it is kept per
+        scanner state."""
         allowed = self.oracle.lr.allowed_mask(state.node) | self._ignored
         head = (state.node, *content_key(state))
-        judges = self._judges
+        judges, live_of = self._judges, self._live
+        shared: dict[int, Callable[[Sequence[bytes]], list[bool]] | None] = {}
         out = []
         for scan_state in scan_states:
-            live = self._live[scan_state] & allowed
+            live = live_of[scan_state] & allowed
+            if live in shared:
+                out.append(shared[live])
+                continue
             key = (*head, live)
             found = judges.get(key)
-            if found is _PER_SCAN_STATE:
+            per_state = found is _PER_SCAN_STATE
+            if per_state:
                 found = judges.get((*key, scan_state))
             if found is not None:
-                out.append(found[0])  # type: ignore[index]
-                continue
-            judge = self._judge_of_live(state, scan_state, allowed, live)
-            if isinstance(judge, PrefixJudge) and judge.fresh is not None:
-                judges.setdefault(key, _PER_SCAN_STATE, 0)
-                key = (*key, scan_state)
-            judges.setdefault(key, (judge,), 0)
+                judge = found[0]  # type: ignore[index]
+            else:
+                judge = self._judge_of_live(state, scan_state, allowed, live)
+                per_state = isinstance(judge, PrefixJudge) and judge.fresh is not None
+                if per_state:
+                    judges.setdefault(key, _PER_SCAN_STATE, 0)
+                    key = (*key, scan_state)
+                judges.setdefault(key, (judge,), 0)
+            if not per_state:
+                shared[live] = judge
             out.append(judge)
         return out
 
@@ -1113,8 +1125,18 @@ class Binder:
                 for terminal, slot in fresh
             )
 
-        prefixes = frozenset().union(*prefix_sets)
-        return PrefixJudge(prefixes, self.rules.case_insensitive, fresh_start if fresh else None)
+        return PrefixJudge(
+            self._union(prefix_sets), self.rules.case_insensitive, fresh_start if fresh else None
+        )
+
+    def _union(self, prefix_sets: list[frozenset[bytes]]) -> frozenset[bytes]:
+        """The union of `prefix_sets` (the `_prefixes` memo's sets), one object per
+        combination: the judges of many states share it rather than each holding a copy of a
+        large catalog's prefixes."""
+        if len(prefix_sets) == 1:
+            return prefix_sets[0]
+        key = tuple(SameObject(p) for p in prefix_sets)
+        return self._unions.memo(key, lambda: frozenset().union(*prefix_sets))
 
     def _cut_back(self, state: GammaState, pending: bytes, allowed: int) -> bool:
         """Rule (ii): the pending bytes can only go on as the lexeme up to their last accept
@@ -1164,7 +1186,7 @@ class Binder:
             return None if slot is _REFUSED else (None, frozenset())
 
         return slot, self._prefixes.memo(
-            (_Same(slot), terminal), lambda: self._prefix_set(slot.names, terminal)
+            (SameObject(slot), terminal), lambda: self._prefix_set(slot.names, terminal)
         )
 
     def _prefix_set(self, names: dict[str, str], terminal: int) -> frozenset[bytes]:
@@ -1631,22 +1653,6 @@ def _obliges(inner: Block, slot: str | None) -> bool:
     if inner.phase is Phase.COLUMNS:
         return slot in _COLUMN_SLOTS
     return inner.phase is Phase.ON and slot == "column"
-
-
-class _Same:
-    """A key that is one object (a memoized slot holds a dict: not hashable by value); it
-    holds the object, so its id cannot be reused while the key lives."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object):
-        self.value = value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.value is self.value
 
 
 def content_key(state: GammaState) -> tuple[bytes, int]:

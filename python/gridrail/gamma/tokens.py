@@ -113,6 +113,72 @@ class Scan(NamedTuple):
     final_start: np.ndarray  # where that lexeme starts in the token (-1: the pending one grows)
 
 
+class FilterPlan(NamedTuple):
+    """What the Γ filter reads of one language mask at one scan part (`plan_filter`): the
+    tokens it judges by the lexeme they leave pending, in groups (`keys[i]`: the group's final
+    scanner state * 2 + whether the token's first byte ends the pending lexeme; its tokens
+    `members[bounds[i]:ends[i]]`, their lexemes starting at `starts`), and the tokens the
+    binder reads whole (`read`). The other tokens of the mask keep their verdict of L."""
+
+    members: np.ndarray
+    starts: np.ndarray
+    keys: list[int]
+    bounds: list[int]
+    ends: list[int]
+    read: list[int]
+
+    @property
+    def nbytes(self) -> int:
+        """About what the plan holds (the size a memo of plans declares)."""
+        listed = len(self.keys) + len(self.bounds) + len(self.ends) + len(self.read)
+        return self.members.nbytes + self.starts.nbytes + 32 * listed
+
+
+def plan_filter(
+    shapes: TokenShapes,
+    slot_scan: SlotScan,
+    ids: np.ndarray,
+    scan_state: int,
+    cut_back: bool,
+    *,
+    closing: bool,
+    joining: bool,
+    owes: bool,
+    pending: bytes,
+) -> FilterPlan:
+    """The Γ filter's plan for the mask's `ids` at `scan_state` (`cut_back`: the pending
+    lexeme has bytes after an earlier accept). `closing`: the FROM clause may end too early
+    anywhere, so every token is judged; `joining`: a `(` may nest a parenthesized join, so the
+    tokens holding one are; `owes`: a token that opens FROM may go on inside it (after the
+    `pending` bytes). Otherwise only the tokens the scan finds touching a name slot's terminal
+    are judged (those with no name byte are not, unless a lexeme is pending)."""
+    ids = ids[shapes.lengths[ids] > 0]  # EOS and special tokens: judged apart
+    if not closing:
+        kept = ~shapes.plain[ids] | bool(pending)
+        ids = ids[kept | shapes.has_paren[ids] if joining else kept]
+    scan = slot_scan.scan(shapes, ids, scan_state, cut_back)
+    marked = scan.marked
+    if closing:
+        marked = np.ones(len(ids), dtype=bool)
+    elif owes:
+        marked = marked | shapes.enter_from(ids, pending)
+    if joining:
+        marked = marked | shapes.has_paren[ids]
+    simple = marked & scan.simple
+    groups = scan.final_state[simple] * 2 + scan.closes[simple]
+    order = np.argsort(groups, kind="stable")
+    keys, firsts = np.unique(groups[order], return_index=True)
+    bounds = firsts.tolist()
+    return FilterPlan(
+        ids[simple][order],
+        scan.final_start[simple][order],
+        keys.tolist(),
+        bounds,
+        [*bounds[1:], len(order)] if bounds else [],
+        ids[marked & ~scan.simple].tolist(),
+    )
+
+
 class SlotScan:
     """The union scanner as arrays, with the slot terminals' bits per state; the Rust
     ``SlotScanner`` scans where the scanner has its kernel table (`gridrail.kernels`)."""

@@ -166,7 +166,7 @@ class Service:
         for guide in self.guides.values():
             for kind, stats in guide.cache_stats().items():  # type: ignore[attr-defined]
                 seen.setdefault(id(stats), (kind, stats))
-        totals = {kind: CacheStats() for kind in ("t1", "t2", "stack", "masks")}
+        totals = {kind: CacheStats() for kind in ("t1", "t2", "masks", "gamma_masks")}
         for kind, stats in seen.values():
             total = totals[kind]
             total.hits += stats.hits
@@ -291,7 +291,8 @@ def _cache_lines(caches: dict[str, CacheStats], guides: RegistryStats) -> list[s
     ):
         lines += [
             f"# HELP gridrail_cache_{metric} {what}, per cache of the guides held now "
-            "(t1, t2: mask walks; stack: masks by stack and walk; masks: by configuration).",
+            "(t1, t2: mask walks; masks: by configuration; gamma_masks: by configuration and the "
+            "names the statement declared).",
             f"# TYPE gridrail_cache_{metric} gauge",
         ]
         for cache, stats in sorted(caches.items()):
