@@ -248,14 +248,12 @@ class Guide:
         # and the lexeme they leave pending: Γ after the first is shared, the last is judged
         # by its bytes — in groups of one scanner state, whose slots are found once.
         shared = {False: gamma, True: binder.after_pending(gamma, cfg)}
-        keys = plan.keys
         judges: dict[int, object] = {}
         for closes, before in shared.items():  # the groups read from one Γ: judged at once
-            group = [key for key in keys if bool(key & 1) == closes]
+            group, states = plan.sides[closes]
             if before is not None and group:
-                found = binder.pending_judges(before, [key >> 1 for key in group])
-                judges.update(zip(group, found, strict=True))
-        for key, lo, hi in zip(keys, plan.bounds, plan.ends, strict=True):
+                judges.update(zip(group, binder.pending_judges(before, states), strict=True))
+        for key, lo, hi in zip(plan.keys, plan.bounds, plan.ends, strict=True):
             tokens, at = plan.members[lo:hi], plan.starts[lo:hi]
             if shared[bool(key & 1)] is None:
                 refused.extend(tokens.tolist())

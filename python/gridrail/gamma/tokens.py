@@ -118,7 +118,9 @@ class FilterPlan(NamedTuple):
     tokens it judges by the lexeme they leave pending, in groups (`keys[i]`: the group's final
     scanner state * 2 + whether the token's first byte ends the pending lexeme; its tokens
     `members[bounds[i]:ends[i]]`, their lexemes starting at `starts`), and the tokens the
-    binder reads whole (`read`). The other tokens of the mask keep their verdict of L."""
+    binder reads whole (`read`). The other tokens of the mask keep their verdict of L.
+    `sides[closes]`: the keys of the groups that end the pending lexeme (or not) and their
+    scanner states, which are judged from one Γ at once."""
 
     members: np.ndarray
     starts: np.ndarray
@@ -126,11 +128,12 @@ class FilterPlan(NamedTuple):
     bounds: list[int]
     ends: list[int]
     read: list[int]
+    sides: tuple[tuple[list[int], list[int]], tuple[list[int], list[int]]]
 
     @property
     def nbytes(self) -> int:
         """About what the plan holds (the size a memo of plans declares)."""
-        listed = len(self.keys) + len(self.bounds) + len(self.ends) + len(self.read)
+        listed = 2 * len(self.keys) + len(self.bounds) + len(self.ends) + len(self.read)
         return self.members.nbytes + self.starts.nbytes + 32 * listed
 
 
@@ -167,15 +170,18 @@ def plan_filter(
     simple = marked & scan.simple
     groups = scan.final_state[simple] * 2 + scan.closes[simple]
     order = np.argsort(groups, kind="stable")
-    keys, firsts = np.unique(groups[order], return_index=True)
-    bounds = firsts.tolist()
+    unique, firsts = np.unique(groups[order], return_index=True)
+    keys, bounds = unique.tolist(), firsts.tolist()
+    opened = [key for key in keys if not key & 1]
+    closed = [key for key in keys if key & 1]
     return FilterPlan(
         ids[simple][order],
         scan.final_start[simple][order],
-        keys.tolist(),
+        keys,
         bounds,
         [*bounds[1:], len(order)] if bounds else [],
         ids[marked & ~scan.simple].tolist(),
+        ((opened, [key >> 1 for key in opened]), (closed, [key >> 1 for key in closed])),
     )
 
 
