@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gridrail as gr
 from gridrail.archive import save_guide
@@ -22,7 +24,7 @@ from gridrail.audit import AuditLog, replay, verify
 from gridrail.decode import Generation, Sampler, UnmaskedTokenError, generate
 from gridrail.decode.hf import GridLogitsProcessor
 from gridrail.decode.llama_cpp import GridLlamaLogitsProcessor
-from gridrail.decode.logits import allowed_array
+from gridrail.decode.logits import allowed_array, log_probability, nucleus
 from gridrail.decode.row import GuardedRow
 from gridrail.guide import Matcher
 from gridrail.mask.bitmask import TokenSet
@@ -140,6 +142,41 @@ def test_nucleus_sampling_draws_only_from_the_top_mass() -> None:
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError, match="top_p"):
             Sampler(1.0, top_p=bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 3000),
+    st.sampled_from([0.3, 1.0, 10.0]),
+    st.sampled_from([0.5, 0.9, 0.95, 0.999999]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_nucleus_and_log_probability_are_their_plain_definitions_to_the_bit(
+    seed: int, size: int, spread: float, top_p: float, ties: bool, masked: bool
+) -> None:
+    """The nucleus sorts only its heaviest weights and the log-probability skips the filtered
+    copy when every logit is finite: the same tokens, in the same order, and the same floats as
+    sorting every weight and filtering every time (sampling stays reproducible across them)."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=size) * spread
+    if ties:
+        logits = np.round(logits)
+    if masked:
+        logits[rng.integers(0, size, size=max(1, size // 10))] = -np.inf
+    finite = logits[np.isfinite(logits)]
+    if not len(finite):
+        return
+    weights = np.exp(logits - finite.max())
+    order = np.argsort(-weights, kind="stable")
+    mass = np.cumsum(weights[order]) / weights.sum()
+    assert (
+        nucleus(weights, top_p).tolist() == order[: int(np.searchsorted(mass, top_p)) + 1].tolist()
+    )
+    token = int(rng.integers(0, size))
+    plain = logits[token] - finite.max() - np.log(np.exp(finite - finite.max()).sum())
+    assert log_probability(logits, token) == plain
 
 
 def test_the_generation_keeps_the_model_log_probability_of_its_choices() -> None:

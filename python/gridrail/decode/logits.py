@@ -41,9 +41,12 @@ def as_vector(logits: object) -> np.ndarray:
 def log_probability(logits: np.ndarray, token: int) -> float:
     """The model's own log-probability of `token` (softmax over all its logits, the mask
     ignored): low where the mask steered the model off what it wanted to write."""
-    finite = logits[np.isfinite(logits)]
+    # every logit finite (the usual case): no filtered copy; the same values in the same order
+    # as the filtered one, so the same sum to the last bit
+    finite = logits if np.isfinite(logits).all() else logits[np.isfinite(logits)]
     top = finite.max()
-    return float(logits[token] - top - np.log(np.exp(finite - top).sum()))
+    shifted = finite - top
+    return float(logits[token] - top - np.log(np.exp(shifted, out=shifted).sum()))
 
 
 @dataclass
@@ -82,8 +85,26 @@ class Sampler:
         scaled = (kept - kept[np.isfinite(kept)].max()) / self.temperature
         weights = np.exp(scaled)  # exp(-inf) = 0: a -inf logit is never drawn
         if self.top_p < 1:
-            order = np.argsort(-weights, kind="stable")
-            mass = np.cumsum(weights[order]) / weights.sum()
-            keep = order[: int(np.searchsorted(mass, self.top_p)) + 1]
+            keep = nucleus(weights, self.top_p)
             ids, weights = ids[keep], weights[keep]
         return int(self._rng.choice(ids, p=weights / weights.sum()))
+
+
+def nucleus(weights: np.ndarray, top_p: float) -> np.ndarray:
+    """The positions of the largest `weights` (>= 0), heaviest first, ties in position order,
+    up to the first whose running sum reaches `top_p` of their total. The same as sorting them
+    all (`np.argsort(-weights, kind="stable")`) and cutting there, but only the heaviest are
+    sorted while they reach it: a running sum is sequential, so its first values are the full
+    sort's, and a mask of thousands of tokens usually has its mass in a few."""
+    total, size, head = weights.sum(), len(weights), 64
+    while True:
+        if head >= size:
+            order = np.argsort(-weights, kind="stable")
+        else:  # every weight at least the head-th largest: the full sort's first ones
+            threshold = np.partition(weights, size - head)[size - head]
+            heaviest = np.flatnonzero(weights >= threshold)
+            order = heaviest[np.argsort(-weights[heaviest], kind="stable")]
+        mass = np.cumsum(weights[order]) / total
+        if head >= size or mass[-1] >= top_p:
+            return order[: int(np.searchsorted(mass, top_p)) + 1]
+        head *= 8

@@ -131,13 +131,15 @@ def generate(
                 waited += clock() - before_wait
                 result.model_seconds += seconds
                 result.model_calls += 1
-                token = _choose_token(guide, sampler, followed, allowed, as_vector(raw), result)
+                logits = as_vector(raw)
+                token = _choose_token(guide, sampler, followed, allowed, logits)
                 # the next step's call starts now, beside the accepting (the budget check
-                # computes a completion); a refused token ends the generation, and its call
-                # goes unused
+                # computes a completion) and the token's log-probability; a refused token ends
+                # the generation, and its call goes unused
                 ahead = None
                 if not guide.is_eos(token):
                     ahead = model_thread.submit(timed_logits, [*matcher.accepted_tokens(), token])
+                result.log_probability += log_probability(logits[: guide.vocab.size], token)
                 if matcher.accept_tokens([token]):
                     _count(result, "eos" if guide.is_eos(token) else "sampled", 1)
                 else:  # inside the mask, so refused by the budget: write the shortest ending
@@ -166,10 +168,8 @@ def _choose_token(
     followed: GuardedOutput | None,
     allowed: np.ndarray,
     logits: np.ndarray,
-    result: Generation,
 ) -> int:
-    """The token `sampler` chooses among `allowed` (narrowed by the loop guard `followed`);
-    its log-probability under the model is added to `result`."""
+    """The token `sampler` chooses among `allowed` (narrowed by the loop guard `followed`)."""
     if len(logits) < guide.vocab.size:
         raise ValueError(
             f"the model gave {len(logits)} logits for a vocabulary of "
@@ -177,9 +177,7 @@ def _choose_token(
         )
     if followed is not None:
         allowed = followed.narrow(allowed)
-    token = sampler.choose(logits, allowed)  # logits past the vocabulary stay out
-    result.log_probability += log_probability(logits[: guide.vocab.size], token)
-    return token
+    return sampler.choose(logits, allowed)  # logits past the vocabulary stay out
 
 
 def seal_generation(guide: Guide, generation: Generation, **notes: object) -> None:
