@@ -44,6 +44,8 @@ BINDING_ERRORS = (
     "ON clause references tables to its right",
     "circular reference",
 )
+# SQLite's refusals of an aggregate or window call where it may not stand (Γ refuses them)
+CALL_ERRORS = ("misuse of aggregate", "misuse of window function", "not allowed in the GROUP BY")
 READERS = ("analyst", "auditor")  # the example's read-only roles
 
 
@@ -186,6 +188,79 @@ def test_statements_whose_names_bind_are_accepted(sql: str) -> None:
 def test_statements_whose_names_do_not_bind_are_refused(sql: str) -> None:
     assert _accepts(hr_guide(_vocab(), "auditor", STRICT), sql), "in L without Γ"
     assert not _accepts(_guide(), sql)
+
+
+CALLS_IN_PLACE = [
+    "SELECT dept, count(*) FROM employees GROUP BY dept HAVING count(*) > 1 ORDER BY max(id);",
+    "SELECT sum(total) + count(*), max(total, 1) FROM orders WHERE abs(total) > 1;",
+    "SELECT name FROM employees WHERE id IN (SELECT max(employee_id) FROM orders);",
+    "SELECT e.name FROM employees AS e JOIN (SELECT employee_id, sum(total) AS t FROM orders "
+    "GROUP BY employee_id) AS o ON o.employee_id = e.id;",
+    "SELECT name, rank() OVER (ORDER BY id) FROM employees ORDER BY row_number() OVER ();",
+    "SELECT dept FROM employees GROUP BY dept HAVING (SELECT count(*) FROM orders) > 1;",
+    "SELECT dept, rank() OVER (PARTITION BY count(*) ORDER BY max(id)) FROM employees "
+    "GROUP BY dept;",
+]
+CALLS_MISPLACED = [
+    "SELECT sum(count(*)) FROM orders;",
+    "SELECT group_concat(group_concat(name, ','), ';') FROM employees;",
+    "SELECT max(min(total)) FROM orders;",
+    "SELECT count(DISTINCT max(total)) FROM orders;",
+    "SELECT sum(rank() OVER ()) FROM employees;",
+    "SELECT name FROM employees WHERE count(*) > 1;",
+    "SELECT name FROM employees WHERE abs(sum(id)) > 1;",
+    "SELECT dept FROM employees GROUP BY count(*);",
+    "SELECT dept FROM employees GROUP BY dept, max(id);",
+    "SELECT o.total FROM orders AS o JOIN employees AS e ON e.id = max(o.employee_id);",
+    "SELECT name FROM employees WHERE row_number() OVER () = 1;",
+    "SELECT dept FROM employees GROUP BY dept HAVING rank() OVER () > 1;",
+    "SELECT name FROM employees LIMIT count(*);",
+    "SELECT sum(id) FILTER (WHERE count(*) > 1) FROM employees;",
+    "SELECT rank() OVER (ORDER BY row_number() OVER ()) FROM employees;",
+]
+
+
+@pytest.mark.parametrize("sql", CALLS_IN_PLACE)
+def test_calls_are_accepted_where_sqlite_takes_them(sql: str) -> None:
+    assert _prepares(sql) is None, "the fixture must be valid SQLite"
+    assert _accepts(_guide(), sql)
+
+
+@pytest.mark.parametrize("sql", CALLS_MISPLACED)
+def test_calls_are_refused_where_sqlite_refuses_them(sql: str) -> None:
+    """Nested aggregates, aggregates where rows are filtered, grouped or joined, window
+    functions there and in HAVING: SQLite refuses each (the fixtures are its refusals); L
+    holds them, L_Γ does not."""
+    refused = _prepares(sql)
+    assert refused is not None and any(e in refused for e in CALL_ERRORS), refused
+    assert _accepts(hr_guide(_vocab(), "auditor", STRICT), sql), "in L without Γ"
+    assert not _accepts(_guide(), sql)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "allowed"),
+    [
+        (b"SELECT ", True),
+        (b"SELECT name FROM employees WHERE ", False),
+        (b"SELECT name FROM employees WHERE id > abs(", False),
+        (b"SELECT sum(", False),
+        (b"SELECT dept FROM employees GROUP BY dept HAVING ", True),
+        (b"SELECT dept FROM employees GROUP BY dept HAVING 1 > (SELECT ", True),
+        (b"SELECT name FROM employees WHERE id IN (SELECT ", True),
+    ],
+)
+def test_the_mask_refuses_a_call_where_sqlite_would(prefix: bytes, allowed: bool) -> None:
+    """A token that can only open an aggregate call is in the mask exactly where the call
+    may stand, and the mask is the specification's."""
+    guide = _guide()
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+    mask = matcher.allowed()
+    gamma = matcher._gamma[-1]  # type: ignore[index]  # the matcher's current Γ
+    spec = spec_mask_gamma(guide.oracle, guide.binder, guide.vocab, matcher.configuration, gamma)
+    assert spec == mask
+    (count,) = guide.trie.tokenize(b"count")
+    assert (count in mask) is allowed
 
 
 def test_sqlite_refuses_what_gamma_refuses() -> None:
@@ -569,7 +644,8 @@ def _walks(role: str, tokenizer: str, count: int, spec_every: int) -> None:
     for _ in range(count):
         sql = _walk(guide, rng, rng.choice([24, 40, 64]), spec_every)
         refusal = _prepares(sql)
-        assert refusal is None or not any(e in refusal for e in BINDING_ERRORS), (sql, refusal)
+        errors = BINDING_ERRORS + CALL_ERRORS
+        assert refusal is None or not any(e in refusal for e in errors), (sql, refusal)
 
 
 @pytest.mark.parametrize("role", ["analyst", "auditor"])

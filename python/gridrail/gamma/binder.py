@@ -120,6 +120,33 @@ MERGING_JOINS = ("NATURAL", "USING")
 # Joins after which every ON of the clause must name only items before it (SQLite: "ON clause
 # references tables to its right"); refused once an ON owes a name a later item must provide
 RIGHTWARD_JOINS = ("RIGHT", "FULL")
+# Calls SQLite refuses where rows are filtered, grouped or joined, and inside an aggregate's
+# own arguments ("misuse of aggregate function"): the aggregates (`max(` / `min(` included,
+# aggregates with one argument) and the window functions, which HAVING refuses as well
+# ("misuse of window function"). Candidates for a question about an unseen database nested
+# them (`GROUP_CONCAT(GROUP_CONCAT(...))`) until none of them ran (bench/RESULTS.md).
+AGGREGATE_CALLS = ("AGGREGATE_1", "AGGREGATE_2", "AGGREGATE_1_2", "COUNT_OPEN", "MIN_MAX")
+WINDOW_CALLS = ("WINDOW_0", "WINDOW_1", "WINDOW_2", "WINDOW_1_3")
+# The calls refused in the innermost clause (an event of `Binder._state_events`, or a rule of
+# `CALL_RULES`) that a call is written in; a clause not named here leaves it to the one around
+# it. A window's ORDER BY is its OVER's (SQLite refuses a window function in a window).
+ALL_CALLS = AGGREGATE_CALLS + WINDOW_CALLS
+CALLS_REFUSED: dict[str, tuple[str, ...]] = {
+    "select": (),  # the select list
+    "order_by_clause": (),
+    "having_clause": WINDOW_CALLS,
+    "over_clause": WINDOW_CALLS,
+    **dict.fromkeys(("where_clause", "group_by_clause", "on", "values", "set"), ALL_CALLS),
+    **dict.fromkeys(("limit_clause", "filter_clause", "arguments"), ALL_CALLS),
+}
+# Rules whose first symbol opens such a context: an aggregate's arguments (after its "("),
+# FILTER (WHERE ...) and OVER (...)
+CALL_RULES = {
+    "aggregate_arguments": "arguments",
+    "distinct_argument": "arguments",
+    "filter_clause": "filter_clause",
+    "over_clause": "over_clause",
+}
 
 
 class GammaState(NamedTuple):
@@ -293,6 +320,12 @@ class Binder:
         updates = "update_stmt" not in missing
         self._from = {self._index[n] for n in ("FROM",) if n in self._index and updates}
         self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
+        self._calls = {self._index[n] for n in ALL_CALLS if n in self._index}
+        self._call_event = self._call_events(tables.kernels)
+        self._refused_calls = {
+            event: {self._index[n] for n in names if n in self._index}
+            for event, names in CALLS_REFUSED.items()
+        }
         self._tables = {self.rules.catalog_key(name): (name, cols) for name, cols in names.tables}
         self._writes = {self.rules.catalog_key(name): name for name in names.writes}
         self._target_slot = Slot(dict(self._writes))
@@ -301,7 +334,14 @@ class Binder:
         hidden = any(not seen for key in self._writes for _, seen in self._tables[key][1])
         starts = ("SELECT", "VALUES", "WITH") if hidden else ()
         self._source_starts = {self._index[n] for n in starts if n in self._index}
-        refusable = self._merging | self._rightward | self._stars | self._from | self._source_starts
+        refusable = (
+            self._merging
+            | self._rightward
+            | self._stars
+            | self._from
+            | self._source_starts
+            | self._calls
+        )
         slot_bits = sum(1 << t for t in self._restricted | refusable)
         every = (1 << len(self._names)) - 1
         layout = [
@@ -374,6 +414,39 @@ class Binder:
                 if written == COLUMN_NAME and listed:  # SET's, or INSERT's column list
                     slots[state] = "target column"
         return opens, slots
+
+    def _call_events(self, kernels: tuple) -> dict[int, str]:
+        """Per LR state that starts a clause of `CALLS_REFUSED`: its name there."""
+        events = {state: e for state, e in self._opens.items() if e in CALLS_REFUSED}
+        for state, items in enumerate(kernels):
+            for production, dot in items:
+                label = self._labels[production] if production < len(self._labels) else ""
+                if dot == 1 and label in CALL_RULES:
+                    events[state] = CALL_RULES[label]
+        return events
+
+    def _refused_call(self, node: StackNode | None, terminal: int) -> bool:
+        """Is the call `terminal` refused on `node`: by the innermost clause or aggregate's
+        arguments the stack is in (`CALLS_REFUSED`)?"""
+        clause = self._call_clause(node)
+        if clause is None:
+            return False
+        event, below = clause
+        if event == "order_by_clause":
+            around = self._call_clause(below)
+            if around is not None and around[0] == "over_clause":
+                event = "over_clause"  # a window's ORDER BY
+        return terminal in self._refused_calls[event]
+
+    def _call_clause(self, node: StackNode | None) -> tuple[str, StackNode | None] | None:
+        """The innermost `CALLS_REFUSED` clause on the stack from `node` down, and the stack
+        below its start."""
+        while node is not None:
+            event = self._call_event.get(node.state)
+            if event is not None:
+                return event, node.parent
+            node = node.parent
+        return None
 
     def owes(self, state: GammaState) -> bool:
         """Is the innermost block still in its select list (whose names, some perhaps owed
@@ -540,11 +613,14 @@ class Binder:
         self, node: StackNode, move: int, terminal: int, block: Block | None, values: Cell | None
     ) -> Block | object | None:
         """Γ's refusals of a shift to `move` that are not a name's — a NATURAL / USING join in
-        FROM, a clause `_refused_event` refuses, a parenthesized join inside another: _REFUSED,
+        FROM, an aggregate or window call where SQLite refuses it (`CALLS_REFUSED`), a clause
+        `_refused_event` refuses, a parenthesized join inside another: _REFUSED,
         else Γ as `_joined` leaves it (what `_shift` and `_slot_if` both apply)."""
         if terminal in self._merging and self._in_from(block):
             return _REFUSED
         if terminal in self._rightward and self._owes_a_later_item(block):
+            return _REFUSED
+        if terminal in self._calls and self._refused_call(node, terminal):
             return _REFUSED
         if self._refused_event(self._opens.get(move), block, values):
             return _REFUSED
