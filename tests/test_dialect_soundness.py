@@ -359,6 +359,23 @@ def test_the_call_shapes_are_those_sqlite_prepares() -> None:
     assert not incomplete, "\n".join(incomplete[:20])
 
 
+def test_the_pattern_operators_take_escape_only_where_sqlite_does() -> None:
+    """`a LIKE b ESCAPE c` is SQLite's like(b, a, c); GLOB and MATCH are glob() and match() of
+    two arguments, so with ESCAPE they are refused ("wrong number of arguments"): a walk under Γ
+    wrote `… MATCH … ESCAPE …`. The grammar holds each form exactly when SQLite prepares it."""
+    oracle = gr.Oracle(gr.compile_grammar(gr.Grammar.bundled("sqlite")))
+    checked = 0
+    with closing(dialect_soundness.read_only(dialect_soundness.HR)) as db:
+        for operator in ("LIKE", "GLOB", "MATCH"):
+            for negated in ("", "NOT "):
+                for escape in ("", " ESCAPE '!'"):
+                    sql = f"SELECT name FROM employees WHERE name {negated}{operator} 'a'{escape};"
+                    refused = dialect_soundness.sqlite_refusal(db, sql)
+                    assert oracle.accepts(sql.encode()) == (refused is None), (sql, refused)
+                    checked += refused is not None
+    assert checked == 4  # GLOB and MATCH with ESCAPE, negated or not
+
+
 def test_regexp_is_in_the_language_only_where_the_engine_has_it() -> None:
     """`x REGEXP y` is SQLite's call regexp(y, x), which SQLite itself does not ship: a
     schema read from a SQLite file knows its engine's functions and drops the operator; one
