@@ -91,7 +91,8 @@ CLASSES = (
         r"|columns assigned|is not a function|too many columns"
         r"|cannot (?:modify|UPDATE|INSERT|DELETE)|is circularly defined|no such window"
         r"|aggregate functions are not allowed|recursive reference|multiple references"
-        r"|values were supplied|RAISE\(\) may only",
+        r"|values were supplied|RAISE\(\) may only|VALUES must have the same number"
+        r"|must be a constant between",
     ),
 )
 

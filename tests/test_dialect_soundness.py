@@ -255,6 +255,9 @@ def test_every_sqlite_keyword_as_a_name_is_in_the_language_only_if_sqlite_prepar
         ("SELECT upper(name) OVER () FROM employees;", "grammar"),
         ("SELECT T1.name FROM employees;", "name"),
         ("SELECT dept FROM employees WHERE count(*) > 1;", "semantic"),
+        # a walk under Γ wrote both (compound VALUES rows of two widths; likelihood's weight)
+        ("VALUES (1) INTERSECT VALUES (1, 2);", "semantic"),
+        ("SELECT likelihood(1, 2);", "semantic"),
         ("SELECT unhex('00');", "function"),  # SQLite 3.41; "semantic" is a newer build's
     ],
 )
