@@ -406,6 +406,15 @@ def test_format_table() -> None:
         "(3 rows, 2 not shown)"
     )
     assert format_table(QueryResult(("a",), (), -1)).endswith("(0 rows)")
+    # one line per row, however long or multi-line a value is
+    long = QueryResult(("concat",), (("x" * 5000,), ("a\nb\tc",)), -1)
+    assert format_table(long, max_width=10).splitlines() == [
+        "concat",
+        "----------",
+        "xxxxxxxxx…",
+        "a\\nb\\tc",
+        "(2 rows)",
+    ]
 
 
 # -- the command line's errors (no model is loaded for them) ------------------------------------

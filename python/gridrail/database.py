@@ -249,18 +249,28 @@ def _result(description, rows: Sequence[tuple], changed: int) -> QueryResult:
     return QueryResult(columns, tuple(tuple(r) for r in rows), changed if not columns else -1)
 
 
-def format_table(result: QueryResult, max_rows: int = 50) -> str:
-    """The rows as an aligned text table (at most `max_rows`, then a count of the rest)."""
+def format_table(result: QueryResult, max_rows: int = 50, max_width: int = 80) -> str:
+    """The rows as an aligned text table (at most `max_rows`, then a count of the rest); a
+    value is shown on one line (line breaks and tabs as `\\n`, `\\t`) and cut to `max_width`
+    characters, ending in "…" where it was cut (a generated answer's `group_concat` may be
+    megabytes; the rows themselves are not changed)."""
     if not result.columns:
         return f"{result.changed} row(s) changed" if result.changed >= 0 else "done"
-    shown = [tuple("NULL" if v is None else str(v) for v in row) for row in result.rows[:max_rows]]
-    widths = [max([len(c), *(len(r[i]) for r in shown)]) for i, c in enumerate(result.columns)]
+
+    def shown_as(value: object) -> str:
+        text = "NULL" if value is None else str(value)
+        text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+    shown = [tuple(map(shown_as, row)) for row in result.rows[:max_rows]]
+    headers = tuple(map(shown_as, result.columns))
+    widths = [max([len(c), *(len(r[i]) for r in shown)]) for i, c in enumerate(headers)]
     line = "  ".join
 
     def cells(values: Sequence[str]) -> str:
         return line(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
 
-    out = [cells(result.columns), line("-" * w for w in widths)]
+    out = [cells(headers), line("-" * w for w in widths)]
     out += [cells(r) for r in shown]
     rest = len(result.rows) - len(shown)
     out.append(
