@@ -45,7 +45,12 @@ BINDING_ERRORS = (
     "circular reference",
 )
 # SQLite's refusals of an aggregate or window call where it may not stand (Γ refuses them)
-CALL_ERRORS = ("misuse of aggregate", "misuse of window function", "not allowed in the GROUP BY")
+CALL_ERRORS = (
+    "misuse of aggregate",
+    "misuse of window function",
+    "not allowed in the GROUP BY",
+    "HAVING clause on a non-aggregate query",
+)
 READERS = ("analyst", "auditor")  # the example's read-only roles
 
 
@@ -200,6 +205,11 @@ CALLS_IN_PLACE = [
     "SELECT dept FROM employees GROUP BY dept HAVING (SELECT count(*) FROM orders) > 1;",
     "SELECT dept, rank() OVER (PARTITION BY count(*) ORDER BY max(id)) FROM employees "
     "GROUP BY dept;",
+    # HAVING, and an aggregate in ORDER BY, in an aggregate query (its select list or GROUP BY)
+    "SELECT count(*) FROM employees HAVING count(*) > 1 ORDER BY count(*);",
+    "SELECT dept FROM employees GROUP BY dept ORDER BY count(*);",
+    "SELECT name FROM employees WHERE id IN (SELECT count(*) FROM orders HAVING sum(total) > 0) "
+    "ORDER BY rank() OVER ();",
 ]
 CALLS_MISPLACED = [
     "SELECT sum(count(*)) FROM orders;",
@@ -217,6 +227,9 @@ CALLS_MISPLACED = [
     "SELECT name FROM employees LIMIT count(*);",
     "SELECT sum(id) FILTER (WHERE count(*) > 1) FROM employees;",
     "SELECT rank() OVER (ORDER BY row_number() OVER ()) FROM employees;",
+    "SELECT name FROM employees ORDER BY count(*);",
+    "SELECT name FROM employees HAVING count(*) > 1;",
+    "SELECT name FROM employees WHERE id IN (SELECT id FROM orders HAVING 1);",
 ]
 
 
@@ -247,6 +260,9 @@ def test_calls_are_refused_where_sqlite_refuses_them(sql: str) -> None:
         (b"SELECT dept FROM employees GROUP BY dept HAVING ", True),
         (b"SELECT dept FROM employees GROUP BY dept HAVING 1 > (SELECT ", True),
         (b"SELECT name FROM employees WHERE id IN (SELECT ", True),
+        (b"SELECT name FROM employees ORDER BY ", False),
+        (b"SELECT count(*) FROM employees ORDER BY ", True),
+        (b"SELECT dept FROM employees GROUP BY dept ORDER BY ", True),
     ],
 )
 def test_the_mask_refuses_a_call_where_sqlite_would(prefix: bytes, allowed: bool) -> None:
@@ -261,6 +277,26 @@ def test_the_mask_refuses_a_call_where_sqlite_would(prefix: bytes, allowed: bool
     assert spec == mask
     (count,) = guide.trie.tokenize(b"count")
     assert (count in mask) is allowed
+
+
+@pytest.mark.parametrize(
+    ("prefix", "allowed"),
+    [
+        (b"SELECT name FROM employees", False),
+        (b"SELECT count(*) FROM employees", True),
+        (b"SELECT name FROM employees GROUP BY name", True),
+    ],
+)
+def test_having_is_in_the_mask_only_in_an_aggregate_query(prefix: bytes, allowed: bool) -> None:
+    guide = _guide()
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
+    mask = matcher.allowed()
+    gamma = matcher._gamma[-1]  # type: ignore[index]  # the matcher's current Γ
+    spec = spec_mask_gamma(guide.oracle, guide.binder, guide.vocab, matcher.configuration, gamma)
+    assert spec == mask
+    (having,) = guide.trie.tokenize(b" having")
+    assert (having in mask) is allowed
 
 
 def test_sqlite_refuses_what_gamma_refuses() -> None:

@@ -321,6 +321,9 @@ class Binder:
         self._from = {self._index[n] for n in ("FROM",) if n in self._index and updates}
         self._opens, self._slots = self._state_events(tables.kernels, tables.production_rhs)
         self._calls = {self._index[n] for n in ALL_CALLS if n in self._index}
+        self._aggregate_calls = {self._index[n] for n in AGGREGATE_CALLS if n in self._index}
+        # HAVING: only in an aggregate query (SQLite: "HAVING clause on a non-aggregate query")
+        self._having = {self._index[n] for n in ("HAVING",) if n in self._index}
         self._call_event = self._call_events(tables.kernels)
         self._refused_calls = {
             event: {self._index[n] for n in names if n in self._index}
@@ -341,6 +344,7 @@ class Binder:
             | self._from
             | self._source_starts
             | self._calls
+            | self._having
         )
         slot_bits = sum(1 << t for t in self._restricted | refusable)
         every = (1 << len(self._names)) - 1
@@ -425,9 +429,10 @@ class Binder:
                     events[state] = CALL_RULES[label]
         return events
 
-    def _refused_call(self, node: StackNode | None, terminal: int) -> bool:
-        """Is the call `terminal` refused on `node`: by the innermost clause or aggregate's
-        arguments the stack is in (`CALLS_REFUSED`)?"""
+    def _refused_call(self, node: StackNode | None, terminal: int, block: Block | None) -> bool:
+        """Is the call `terminal` refused on `node` (Γ `block`): by the innermost clause or
+        aggregate's arguments the stack is in (`CALLS_REFUSED`), or as an aggregate in the
+        ORDER BY of a query that aggregates nothing (SQLite: "misuse of aggregate")?"""
         clause = self._call_clause(node)
         if clause is None:
             return False
@@ -436,6 +441,8 @@ class Binder:
             around = self._call_clause(below)
             if around is not None and around[0] == "over_clause":
                 event = "over_clause"  # a window's ORDER BY
+            elif terminal in self._aggregate_calls and not _aggregating(block):
+                return True
         return terminal in self._refused_calls[event]
 
     def _call_clause(self, node: StackNode | None) -> tuple[str, StackNode | None] | None:
@@ -620,7 +627,9 @@ class Binder:
             return _REFUSED
         if terminal in self._rightward and self._owes_a_later_item(block):
             return _REFUSED
-        if terminal in self._calls and self._refused_call(node, terminal):
+        if terminal in self._calls and self._refused_call(node, terminal, block):
+            return _REFUSED
+        if terminal in self._having and not _aggregating(block):
             return _REFUSED
         if self._refused_event(self._opens.get(move), block, values):
             return _REFUSED
@@ -639,6 +648,11 @@ class Binder:
         the clause it starts opened."""
         pushed = node.push(move, terminal, self._weights[move])
         values = Cell(Token(self._names[terminal], text), values)
+        inner = innermost(block)
+        called = terminal in self._aggregate_calls and inner is not None
+        if called and inner.phase is Phase.COLUMNS and not inner.aggregates:  # type: ignore[union-attr]
+            # an aggregate in the select list: an aggregate query
+            block = _replace_inner(block, replace(inner, aggregates=True))  # type: ignore[arg-type]
         event = self._opens.get(move)
         if event is not None and event != "item paren":
             block = self._open(event, block, node, values)
@@ -940,7 +954,8 @@ class Binder:
         if event == "group_by_clause":
             if inner is None or inner.phase is not Phase.AFTER:
                 return block
-            return _own_names(inner, block)
+            core = replace(inner, aggregates=True)  # GROUP BY: an aggregate query
+            return _own_names(core, _replace_inner(block, core))
         result = _nearest_result(values)
         if result is None:  # a window's ORDER BY: names as in the block around it
             return Block(Phase.WITH, block, depth=-1)
@@ -1705,11 +1720,25 @@ class Binder:
         return None
 
 
+def _aggregating(block: Block | None) -> bool:
+    """Is the innermost block (a query's, or its GROUP BY's or ORDER BY's) of an aggregate
+    query?"""
+    inner = innermost(block)
+    return inner is not None and inner.aggregates
+
+
 def _own_names(core: Block, block: Block | None) -> Block:
     """The block a GROUP BY or ORDER BY of `core` opens above `block`: `core`'s bindings and
     aliases, and no name from further out (SQLite binds those terms in their query only)."""
     phase = Phase.AFTER if core.phase is Phase.AFTER else Phase.COLUMNS
-    return Block(phase, block, bindings=core.bindings, aliases=core.aliases, local=True)
+    return Block(
+        phase,
+        block,
+        bindings=core.bindings,
+        aliases=core.aliases,
+        local=True,
+        aggregates=core.aggregates,
+    )
 
 
 _CORE_PHASES = (Phase.COLUMNS, Phase.FROM, Phase.ON, Phase.AFTER)

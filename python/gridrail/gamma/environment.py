@@ -145,6 +145,9 @@ class Block:
     on_left: bool = False
     forward: bool = False  # an ON of the clause owes a bare name no item before it has
     right_joined: bool = False  # the FROM clause has a RIGHT or FULL join
+    # an aggregate query (SQLite): its select list calls an aggregate, or it has GROUP BY —
+    # what HAVING, and an aggregate in its ORDER BY, need
+    aggregates: bool = False
     # names this block object in memo keys: never reused (`replace` draws a new one), unlike
     # an id, so a key that outlives its block cannot be taken for another's
     serial: int = field(init=False, repr=False, default_factory=_serials.__next__)
