@@ -649,10 +649,13 @@ class Binder:
         pushed = node.push(move, terminal, self._weights[move])
         values = Cell(Token(self._names[terminal], text), values)
         inner = innermost(block)
-        called = terminal in self._aggregate_calls and inner is not None
-        if called and inner.phase is Phase.COLUMNS and not inner.aggregates:  # type: ignore[union-attr]
-            # an aggregate in the select list: an aggregate query
-            block = _replace_inner(block, replace(inner, aggregates=True))  # type: ignore[arg-type]
+        if (
+            terminal in self._aggregate_calls
+            and inner is not None
+            and inner.phase is Phase.COLUMNS
+            and not inner.aggregates
+        ):  # an aggregate in the select list: an aggregate query
+            block = _replace_inner(block, replace(inner, aggregates=True))
         event = self._opens.get(move)
         if event is not None and event != "item paren":
             block = self._open(event, block, node, values)
