@@ -183,18 +183,7 @@ UNBOUND = [
 ]
 
 
-@pytest.mark.parametrize("sql", BOUND)
-def test_statements_whose_names_bind_are_accepted(sql: str) -> None:
-    assert _prepares(sql) is None, "the fixture must be valid SQLite"
-    assert _accepts(_guide(), sql)
-
-
-@pytest.mark.parametrize("sql", UNBOUND)
-def test_statements_whose_names_do_not_bind_are_refused(sql: str) -> None:
-    assert _accepts(hr_guide(_vocab(), "auditor", STRICT), sql), "in L without Γ"
-    assert not _accepts(_guide(), sql)
-
-
+# aggregate and window calls, HAVING where SQLite takes them (and Γ, docs/names.md)
 CALLS_IN_PLACE = [
     "SELECT dept, count(*) FROM employees GROUP BY dept HAVING count(*) > 1 ORDER BY max(id);",
     "SELECT sum(total) + count(*), max(total, 1) FROM orders WHERE abs(total) > 1;",
@@ -211,6 +200,20 @@ CALLS_IN_PLACE = [
     "SELECT name FROM employees WHERE id IN (SELECT count(*) FROM orders HAVING sum(total) > 0) "
     "ORDER BY rank() OVER ();",
 ]
+
+
+@pytest.mark.parametrize("sql", BOUND + CALLS_IN_PLACE)
+def test_statements_whose_names_bind_are_accepted(sql: str) -> None:
+    assert _prepares(sql) is None, "the fixture must be valid SQLite"
+    assert _accepts(_guide(), sql)
+
+
+@pytest.mark.parametrize("sql", UNBOUND)
+def test_statements_whose_names_do_not_bind_are_refused(sql: str) -> None:
+    assert _accepts(hr_guide(_vocab(), "auditor", STRICT), sql), "in L without Γ"
+    assert not _accepts(_guide(), sql)
+
+
 CALLS_MISPLACED = [
     "SELECT sum(count(*)) FROM orders;",
     "SELECT group_concat(group_concat(name, ','), ';') FROM employees;",
@@ -233,12 +236,6 @@ CALLS_MISPLACED = [
 ]
 
 
-@pytest.mark.parametrize("sql", CALLS_IN_PLACE)
-def test_calls_are_accepted_where_sqlite_takes_them(sql: str) -> None:
-    assert _prepares(sql) is None, "the fixture must be valid SQLite"
-    assert _accepts(_guide(), sql)
-
-
 @pytest.mark.parametrize("sql", CALLS_MISPLACED)
 def test_calls_are_refused_where_sqlite_refuses_them(sql: str) -> None:
     """Nested aggregates, aggregates where rows are filtered, grouped or joined, window
@@ -251,23 +248,28 @@ def test_calls_are_refused_where_sqlite_refuses_them(sql: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("prefix", "allowed"),
+    ("prefix", "word", "allowed"),
     [
-        (b"SELECT ", True),
-        (b"SELECT name FROM employees WHERE ", False),
-        (b"SELECT name FROM employees WHERE id > abs(", False),
-        (b"SELECT sum(", False),
-        (b"SELECT dept FROM employees GROUP BY dept HAVING ", True),
-        (b"SELECT dept FROM employees GROUP BY dept HAVING 1 > (SELECT ", True),
-        (b"SELECT name FROM employees WHERE id IN (SELECT ", True),
-        (b"SELECT name FROM employees ORDER BY ", False),
-        (b"SELECT count(*) FROM employees ORDER BY ", True),
-        (b"SELECT dept FROM employees GROUP BY dept ORDER BY ", True),
+        (b"SELECT ", b"count", True),
+        (b"SELECT name FROM employees WHERE ", b"count", False),
+        (b"SELECT name FROM employees WHERE id > abs(", b"count", False),
+        (b"SELECT sum(", b"count", False),
+        (b"SELECT dept FROM employees GROUP BY dept HAVING ", b"count", True),
+        (b"SELECT dept FROM employees GROUP BY dept HAVING 1 > (SELECT ", b"count", True),
+        (b"SELECT name FROM employees WHERE id IN (SELECT ", b"count", True),
+        (b"SELECT name FROM employees ORDER BY ", b"count", False),
+        (b"SELECT count(*) FROM employees ORDER BY ", b"count", True),
+        (b"SELECT dept FROM employees GROUP BY dept ORDER BY ", b"count", True),
+        (b"SELECT name FROM employees", b" having", False),
+        (b"SELECT count(*) FROM employees", b" having", True),
+        (b"SELECT name FROM employees GROUP BY name", b" having", True),
     ],
 )
-def test_the_mask_refuses_a_call_where_sqlite_would(prefix: bytes, allowed: bool) -> None:
-    """A token that can only open an aggregate call is in the mask exactly where the call
-    may stand, and the mask is the specification's."""
+def test_the_mask_refuses_a_call_or_having_where_sqlite_would(
+    prefix: bytes, word: bytes, allowed: bool
+) -> None:
+    """A token that can only open an aggregate call (or be HAVING) is in the mask exactly
+    where it may stand, and the mask is the specification's."""
     guide = _guide()
     matcher = guide.matcher()
     assert matcher.accept_tokens(guide.trie.tokenize(prefix))
@@ -275,28 +277,8 @@ def test_the_mask_refuses_a_call_where_sqlite_would(prefix: bytes, allowed: bool
     gamma = matcher._gamma[-1]  # type: ignore[index]  # the matcher's current Γ
     spec = spec_mask_gamma(guide.oracle, guide.binder, guide.vocab, matcher.configuration, gamma)
     assert spec == mask
-    (count,) = guide.trie.tokenize(b"count")
-    assert (count in mask) is allowed
-
-
-@pytest.mark.parametrize(
-    ("prefix", "allowed"),
-    [
-        (b"SELECT name FROM employees", False),
-        (b"SELECT count(*) FROM employees", True),
-        (b"SELECT name FROM employees GROUP BY name", True),
-    ],
-)
-def test_having_is_in_the_mask_only_in_an_aggregate_query(prefix: bytes, allowed: bool) -> None:
-    guide = _guide()
-    matcher = guide.matcher()
-    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
-    mask = matcher.allowed()
-    gamma = matcher._gamma[-1]  # type: ignore[index]  # the matcher's current Γ
-    spec = spec_mask_gamma(guide.oracle, guide.binder, guide.vocab, matcher.configuration, gamma)
-    assert spec == mask
-    (having,) = guide.trie.tokenize(b" having")
-    assert (having in mask) is allowed
+    (token,) = guide.trie.tokenize(word)
+    assert (token in mask) is allowed
 
 
 def test_sqlite_refuses_what_gamma_refuses() -> None:
