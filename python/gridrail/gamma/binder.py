@@ -648,13 +648,9 @@ class Binder:
         the clause it starts opened."""
         pushed = node.push(move, terminal, self._weights[move])
         values = Cell(Token(self._names[terminal], text), values)
-        inner = innermost(block)
-        if (
-            terminal in self._aggregate_calls
-            and inner is not None
-            and inner.phase is Phase.COLUMNS
-            and not inner.aggregates
-        ):  # an aggregate in the select list: an aggregate query
+        inner = innermost(block) if terminal in self._aggregate_calls else None
+        if inner is not None and inner.phase is Phase.COLUMNS and not inner.aggregates:
+            # an aggregate in the select list: an aggregate query
             block = _replace_inner(block, replace(inner, aggregates=True))
         event = self._opens.get(move)
         if event is not None and event != "item paren":
