@@ -120,7 +120,7 @@ MERGING_JOINS = ("NATURAL", "USING")
 # Joins after which every ON of the clause must name only items before it (SQLite: "ON clause
 # references tables to its right"); refused once an ON owes a name a later item must provide
 RIGHTWARD_JOINS = ("RIGHT", "FULL")
-# Calls SQLite refuses where rows are filtered, grouped or joined, and inside an aggregate's
+# Calls SQLite refuses where rows are filtered, grouped or joined, or a write returns them, and
 # own arguments ("misuse of aggregate function"): the aggregates (`max(` / `min(` included,
 # aggregates with one argument) and the window functions, which HAVING refuses as well
 # ("misuse of window function"). Candidates for a question about an unseen database nested
@@ -138,6 +138,7 @@ CALLS_REFUSED: dict[str, tuple[str, ...]] = {
     "over_clause": WINDOW_CALLS,
     **dict.fromkeys(("where_clause", "group_by_clause", "on", "values", "set"), ALL_CALLS),
     **dict.fromkeys(("limit_clause", "filter_clause", "arguments"), ALL_CALLS),
+    "returning_clause": ALL_CALLS,  # a write's RETURNING (its subqueries take them)
 }
 # Rules whose first symbol opens such a context: an aggregate's arguments (after its "("),
 # FILTER (WHERE ...) and OVER (...)
