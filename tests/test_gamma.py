@@ -753,6 +753,27 @@ def test_walks_through_a_from_subquery_after_the_select_lists_names_are_bound(
     _assert_walks_from(prefix)
 
 
+def test_a_later_items_parentheses_hold_a_join() -> None:
+    """SQLite drops the alias of the one item in a later FROM item's parentheses (`a, (b AS
+    t)` declares b: "no such column: t.dept"; a walk found it, session 34): L_Γ closes such
+    parentheses only around a join. The first item's keep their alias."""
+    guide = _guide("auditor")
+    for sql in (
+        "SELECT t.dept FROM orders AS o, (employees AS t);",
+        "SELECT t.dept FROM orders AS o JOIN (employees AS t) ON t.id = o.employee_id;",
+        "SELECT s.dept FROM orders AS o, ((SELECT dept FROM employees) AS s);",
+    ):
+        assert _prepares(sql) is not None, sql
+        assert _accepts(hr_guide(_vocab(), "auditor", STRICT), sql), "in L without Γ"
+        assert not _accepts(guide, sql), sql
+    for sql in (
+        "SELECT t.dept FROM (employees AS t), orders AS o;",
+        "SELECT t.dept FROM orders AS o, (employees AS t JOIN salaries AS s "
+        "ON s.employee_id = t.id);",
+    ):
+        assert _prepares(sql) is None and _accepts(guide, sql), sql
+
+
 def test_no_parenthesized_join_nests_in_another() -> None:
     """SQLite 3.40 refuses some parenthesized joins nested in another over one table twice with
     an ambiguity of its own rewrite, schema-qualified (a walk found it: bench/RESULTS.md,
@@ -764,7 +785,7 @@ def test_no_parenthesized_join_nests_in_another() -> None:
     assert not _accepts(guide, "SELECT 1 FROM orders AS e JOIN ((employees AS a) JOIN orders);")
     for sql in (
         "SELECT 1 FROM orders AS e JOIN (employees JOIN employees AS b);",
-        "SELECT 1 FROM (employees AS a JOIN orders AS b) JOIN (salaries AS s);",
+        "SELECT 1 FROM (employees AS a JOIN orders AS b) JOIN (salaries AS s JOIN orders);",
         "SELECT 1 FROM orders AS e JOIN (employees AS a JOIN (SELECT id FROM employees) AS b);",
         "SELECT 1 FROM orders AS e JOIN (SELECT q.name FROM (employees AS q JOIN orders)) AS b;",
     ):

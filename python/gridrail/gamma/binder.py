@@ -1048,6 +1048,10 @@ class Binder:
                 raise _Refused  # two FROM items of one name
             return None, _declare(block, inner, binding)
         if label == "parenthesized_join" and inner is not None and inner.in_join:
+            if inner.join_base is not None and inner.declared.tail is inner.join_base:  # type: ignore[union-attr]
+                # one item in the parentheses of a later FROM item: SQLite drops its alias
+                # (`a, (b AS t)` declares b, not t), so L_Γ has none
+                raise _Refused
             closed = replace(inner, in_join=False, join_base=None)  # `_joined`
             return None, _replace_inner(block, closed)
         if label == "on" and inner is not None and inner.phase is Phase.ON:
