@@ -120,11 +120,12 @@ MERGING_JOINS = ("NATURAL", "USING")
 # Joins after which every ON of the clause must name only items before it (SQLite: "ON clause
 # references tables to its right"); refused once an ON owes a name a later item must provide
 RIGHTWARD_JOINS = ("RIGHT", "FULL")
-# Calls SQLite refuses where rows are filtered, grouped or joined, or a write returns them, and
-# own arguments ("misuse of aggregate function"): the aggregates (`max(` / `min(` included,
-# aggregates with one argument) and the window functions, which HAVING refuses as well
-# ("misuse of window function"). Candidates for a question about an unseen database nested
-# them (`GROUP_CONCAT(GROUP_CONCAT(...))`) until none of them ran (bench/RESULTS.md).
+# Calls SQLite refuses where rows are filtered, grouped or joined or a write returns them, and
+# inside an aggregate's own arguments ("misuse of aggregate function"): the aggregates
+# (`max(` / `min(` included, aggregates with one argument) and the window functions, which
+# HAVING refuses as well ("misuse of window function"). Candidates for a question about an
+# unseen database nested them (`GROUP_CONCAT(GROUP_CONCAT(...))`) until none of them ran
+# (bench/RESULTS.md).
 AGGREGATE_CALLS = ("AGGREGATE_1", "AGGREGATE_2", "AGGREGATE_1_2", "COUNT_OPEN", "MIN_MAX")
 WINDOW_CALLS = ("WINDOW_0", "WINDOW_1", "WINDOW_2", "WINDOW_1_3")
 # The calls refused in the innermost clause (an event of `Binder._state_events`, or a rule of
