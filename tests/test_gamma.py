@@ -199,6 +199,23 @@ CALLS_IN_PLACE = [
     "SELECT dept FROM employees GROUP BY dept ORDER BY count(*);",
     "SELECT name FROM employees WHERE id IN (SELECT count(*) FROM orders HAVING sum(total) > 0) "
     "ORDER BY rank() OVER ();",
+    # a column beside an aggregate: grouped, inside the aggregate, or beside a window only
+    "SELECT e.dept, count(*) FROM employees AS e GROUP BY e.dept;",
+    "SELECT count(name) FILTER (WHERE dept = 1), sum(id) + 1 FROM employees;",
+    "SELECT name, count(*) OVER (PARTITION BY dept) FROM employees;",
+    "SELECT (SELECT count(*) FROM orders), name FROM employees;",
+]
+
+# Legal in SQLite, not in L_Γ: an aggregate beside a column outside it, and no GROUP BY — the
+# column's value is an arbitrary row's (PostgreSQL and DuckDB refuse them)
+UNGROUPED = [
+    "SELECT dept, count(*) FROM employees;",
+    "SELECT count(*), e.name FROM employees AS e WHERE e.id > 1 ORDER BY 1;",
+    "SELECT name, sum(id) FROM employees HAVING sum(id) > 1;",
+    "SELECT count(*), * FROM orders;",
+    "SELECT max(total) + employee_id FROM orders;",
+    "SELECT name FROM employees WHERE id IN (SELECT max(total), employee_id FROM orders);",
+    "SELECT total FROM orders UNION SELECT avg(total) + id FROM orders;",
 ]
 
 
@@ -251,9 +268,25 @@ def test_calls_are_refused_where_sqlite_refuses_them(sql: str) -> None:
     assert not _accepts(_guide("admin"), sql)
 
 
+@pytest.mark.parametrize("sql", UNGROUPED)
+def test_an_aggregate_beside_a_column_needs_group_by(sql: str) -> None:
+    """SQLite runs these (one arbitrary row's column); L holds them, L_Γ does not — and with
+    GROUP BY over the column (or HAVING after it) it does."""
+    assert _prepares(sql) is None or "sub-select returns" in _prepares(sql)  # type: ignore[operator]
+    assert _accepts(hr_guide(_vocab(), "admin", STRICT), sql), "in L without Γ"
+    assert not _accepts(_guide("admin"), sql)
+
+
 @pytest.mark.parametrize(
     ("prefix", "word", "allowed"),
     [
+        (b"SELECT dept, count(*) FROM employees", b";", False),
+        (b"SELECT dept, count(*) FROM employees", b" ORDER", False),
+        (b"SELECT dept, count(*) FROM employees", b" GROUP", True),
+        (b"SELECT dept, count(*) FROM employees WHERE id > 1", b" having", False),
+        (b"SELECT dept, count(*) FROM employees GROUP BY dept", b";", True),
+        (b"SELECT count(*) FROM employees", b";", True),
+        (b"SELECT name FROM employees WHERE id IN (SELECT count(*), id FROM orders", b")", False),
         (b"SELECT ", b"count", True),
         (b"SELECT name FROM employees WHERE ", b"count", False),
         (b"SELECT name FROM employees WHERE id > abs(", b"count", False),
@@ -1115,12 +1148,24 @@ def test_the_token_scan_kernel_refuses_what_is_not_a_token_or_a_state() -> None:
         kernel.scan(b"123", 0, False)
 
 
-def test_the_reserve_discharges_the_select_lists_names() -> None:
+@pytest.mark.parametrize(
+    ("prefix", "ending"),
+    [
+        (b"SELECT o.total, name", b""),
+        # an aggregate beside a column: the reserve groups by the column
+        (b"SELECT e.dept, count(*) FROM employees AS e WHERE e.id > 1", b" GROUP BY e.dept"),
+        (b"SELECT count(*), name FROM employees WHERE id IN (SELECT ", b" GROUP BY name"),
+        (b"SELECT max(total) + employee_id FROM orders AS", b" GROUP BY employee_id"),
+        (b"SELECT count(*), * FROM orders", b" GROUP BY ''"),
+    ],
+)
+def test_the_reserve_discharges_the_select_lists_names(prefix: bytes, ending: bytes) -> None:
     """The budget's completion of a select list that names columns of two tables joins them
-    (and gives the qualifier it used a binding)."""
+    (and gives the qualifier it used a binding); of one that calls an aggregate beside a
+    column, it groups by that column."""
     guide = _guide()
     matcher = guide.matcher(max_tokens=64)
-    assert matcher.accept_tokens(guide.trie.tokenize(b"SELECT o.total, name"))
+    assert matcher.accept_tokens(guide.trie.tokenize(prefix))
     completion = matcher.completion()
     assert matcher.accept_tokens(completion, "reserve")
     eos = set(guide.vocab.eos_token_ids)
@@ -1128,6 +1173,7 @@ def test_the_reserve_discharges_the_select_lists_names() -> None:
         guide.vocab.token_bytes(t) or b"" for t in matcher.accepted_tokens() if t not in eos
     )
     assert _prepares(text.decode()) is None, text
+    assert ending in text, text
 
 
 _COMPLETION_IN_A_FRESH_PROCESS = """

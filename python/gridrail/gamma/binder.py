@@ -80,6 +80,10 @@ LABELS = (
     "subquery_table",
     "expr_column",
     "column_ref",
+    "function_call",
+    "aggregate_arguments",
+    "distinct_argument",
+    "over_clause",
     "all_columns",
     "table_all_columns",
     "compound",
@@ -457,6 +461,15 @@ class Binder:
             node = node.parent
         return None
 
+    def _outside_aggregates(self, inner: Block | None, below: StackNode) -> bool:
+        """Is a column reference reduced on `below` the first of `inner`'s select list outside
+        every aggregate call's arguments (and FILTER)? A `max(` whose arguments turn out to be
+        two (the scalar max) counts as an aggregate: L_Γ then asks for no GROUP BY."""
+        if inner is None or inner.phase is not Phase.COLUMNS or inner.ungrouped is not None:
+            return False
+        clause = self._call_clause(below)
+        return clause is None or clause[0] not in ("arguments", "filter_clause")
+
     def owes(self, state: GammaState) -> bool:
         """Is the innermost block still in its select list (whose names, some perhaps owed
         only once the pending lexeme ends, the FROM clause will owe)?"""
@@ -473,6 +486,8 @@ class Binder:
         while inner is not None:
             if _full(inner) or (inner.obligations and inner.phase in ending):
                 return True
+            if _ungrouped(inner) and inner.phase in (*ending, Phase.AFTER):
+                return True  # any token that ends the block is refused (`_action_for`)
             inner = innermost(inner.outer)
         return False
 
@@ -631,8 +646,8 @@ class Binder:
             return _REFUSED
         if terminal in self._calls and self._refused_call(node, terminal, block):
             return _REFUSED
-        if terminal in self._having and not _aggregating(block):
-            return _REFUSED
+        if terminal in self._having and (not _aggregating(block) or _ungrouped(block)):
+            return _REFUSED  # HAVING without GROUP BY could not be followed by one
         if self._refused_event(self._opens.get(move), block, values):
             return _REFUSED
         return self._joined(node, move, block)
@@ -955,7 +970,7 @@ class Binder:
         if event == "group_by_clause":
             if inner is None or inner.phase is not Phase.AFTER:
                 return block
-            core = replace(inner, aggregates=True)  # GROUP BY: an aggregate query
+            core = replace(inner, aggregates=True, ungrouped=None)  # an aggregate query
             return _own_names(core, _replace_inner(block, core))
         result = _nearest_result(values)
         if result is None:  # a window's ORDER BY: names as in the block around it
@@ -999,7 +1014,19 @@ class Binder:
         inner = innermost(block)
         bound = inner is not None and bool(inner.obligations)
         if label == "column_ref":
-            return _ColumnRef(_token(children, COLUMN_NAME)), block
+            name = _token(children, COLUMN_NAME)
+            if self._outside_aggregates(inner, below):
+                written = (_token(children, QUALIFIER) or "") + (name or "")
+                block = _replace_inner(block, replace(inner, ungrouped=written))  # type: ignore[arg-type]
+            return _ColumnRef(name), block
+        if label in ("aggregate_arguments", "distinct_argument"):
+            return _AGGREGATE, block
+        if label == "over_clause":
+            return _WINDOW, block
+        if label == "function_call" and _called(children, _AGGREGATE, not_with=_WINDOW):
+            if inner is not None and inner.phase is Phase.COLUMNS and not inner.tallies:
+                block = _replace_inner(block, replace(inner, tallies=True))
+            return None, block
         if label == "expr_column" and inner is not None and inner.phase is Phase.COLUMNS:
             alias = _token(children, COLUMN_ALIAS)
             first = children[0] if children else None
@@ -1014,13 +1041,17 @@ class Binder:
             obligations = inner.obligations
             if inner.target is not None and not _all_visible(inner.target):
                 raise _Refused  # RETURNING *: it reads every column of the target
+            ungrouped = inner.ungrouped
             if inner.phase is Phase.COLUMNS:
                 # `*` / `q.*`: q in this FROM, and every column the star reads visible
                 obligations = obligations.with_star(key)
                 own = tuple(cells(inner.declared))  # type: ignore[arg-type]
                 if plan(obligations, own, inner.outer, self.catalog(inner), True) is None:
                     raise _Refused
-            grown = replace(inner, items=Cell(item, inner.items), obligations=obligations)
+                ungrouped = "''" if ungrouped is None else ungrouped  # GROUP BY '': one group
+            grown = replace(
+                inner, items=Cell(item, inner.items), obligations=obligations, ungrouped=ungrouped
+            )
             return None, _replace_inner(block, grown)
         if label == "table_alias":
             alias = _token(children, TABLE_ALIAS)
@@ -1072,6 +1103,8 @@ class Binder:
         if label == "select_core" and bound and inner.phase is Phase.COLUMNS:  # type: ignore[union-attr]
             raise _Refused  # a select list that names columns and no FROM clause
         if label == "select_core" and inner is not None and inner.phase in _CORE_PHASES:
+            if _ungrouped(inner):
+                raise _Refused  # an aggregate beside a column, and no GROUP BY
             items = list(reversed(list(cells(inner.items))))
             columns = expand_result(items, inner.bindings)  # type: ignore[arg-type]
             return _Result(columns, inner), _pop_inner(block)
@@ -1490,13 +1523,15 @@ class Binder:
         written (whose own name another item has, or under which
         it leaves an obligation), else the items of a plan that discharges the obligations
         (joined with a comma, or JOIN). After an INSERT's target: a column list of one column
-        the role may see (DEFAULT VALUES if none), where rows without one are refused."""
+        the role may see (DEFAULT VALUES if none), where rows without one are refused. Where
+        nothing is owed but a GROUP BY (`Block.ungrouped`): one over the column it names."""
         inner = innermost(state.block)
         if inner is not None and inner.phase is Phase.TARGET:  # an INSERT's column list
             visible = _visible_names(inner.target)  # type: ignore[arg-type]
             column = min(self._lexemes(visible, self._index[COLUMN_NAME]), key=len, default=None)
             yield b" DEFAULT VALUES" if column is None else b" (" + column + b")"
         if inner is None or inner.phase not in _FROM_PHASES:
+            yield from _grouping(inner)
             return
         if inner.in_join and self._opens.get(state.node.state) == "item paren":
             yield b"SELECT"  # a `(` in a parenthesized join opens a subquery only (`_joined`)
@@ -1523,6 +1558,7 @@ class Binder:
                         return
         items = plan(inner.obligations, own, inner.outer, catalog, True)
         if not items:
+            yield from _grouping(inner)
             return
         taken = set(inner.obligations.qualified) | {b.key for b in own if b.key}
         written = []
@@ -1725,6 +1761,24 @@ class Binder:
         return None
 
 
+def _ungrouped(block: Block | None) -> bool:
+    """Does the innermost block's select list call an aggregate beside a column outside it,
+    with no GROUP BY (`Block.ungrouped`)? Then L_Γ lets the block end only after a GROUP BY."""
+    inner = innermost(block)
+    return inner is not None and inner.tallies and inner.ungrouped is not None
+
+
+def _grouping(inner: Block | None) -> Iterator[bytes]:
+    """A GROUP BY over the column an ungrouped block's select list names (`_ungrouped`)."""
+    if _ungrouped(inner):
+        yield b" GROUP BY " + inner.ungrouped.encode("utf-8", "surrogateescape")  # type: ignore[union-attr]
+
+
+def _called(children: list[object], part: object, not_with: object) -> bool:
+    """Do a call's children hold `part` and not `not_with` (markers, compared by identity)?"""
+    return any(c is part for c in children) and not any(c is not_with for c in children)
+
+
 def _aggregating(block: Block | None) -> bool:
     """Is the innermost block (a query's, or its GROUP BY's or ORDER BY's) of an aggregate
     query?"""
@@ -1796,7 +1850,9 @@ def _head_content(head: object) -> bytes:
     if isinstance(head, _Result):
         serial = 0 if head.core is None else head.core.serial
         return f"_Result({head.columns!r}, {serial})".encode("utf-8", "backslashreplace")
-    if head is None or isinstance(head, Token | _ColumnRef | _Alias | _Names | _JoinKind):
+    if head is None or isinstance(
+        head, Token | _ColumnRef | _Alias | _Names | _JoinKind | _CallPart
+    ):
         return repr(head).encode("utf-8", "backslashreplace")
     raise TypeError(f"no content for a semantic value of type {type(head).__name__}")
 
@@ -1817,6 +1873,16 @@ class _JoinKind(NamedTuple):
 
 _OUTER_JOIN = _JoinKind(True)  # LEFT, RIGHT or FULL: its ON may not name the items after it
 _OUTER_JOINS = ("left", "right", "full")  # the grammar's labels of those join kinds
+
+
+class _CallPart(NamedTuple):
+    """A call's arguments or window, passed up to the call (aggregate and OVER are marked)."""
+
+    part: str
+
+
+_AGGREGATE = _CallPart("aggregate arguments")  # an aggregate's own: a query's aggregate
+_WINDOW = _CallPart("over")  # unless an OVER follows
 
 
 class _Result(NamedTuple):

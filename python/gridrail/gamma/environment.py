@@ -148,6 +148,14 @@ class Block:
     # an aggregate query (SQLite): its select list calls an aggregate, or it has GROUP BY —
     # what HAVING, and an aggregate in its ORDER BY, need
     aggregates: bool = False
+    # the select list calls an aggregate outside a window: one row for all its rows, unless
+    # GROUP BY groups them
+    tallies: bool = False
+    # the select list's first column outside every aggregate call, as written (a star: `''`),
+    # until GROUP BY opens: beside `tallies` it takes an arbitrary row's value — SQLite runs it,
+    # PostgreSQL and DuckDB refuse it, and no Spider candidate so written was right — so L_Γ
+    # asks for GROUP BY there, which the reserve writes over it (docs/names.md)
+    ungrouped: str | None = None
     # names this block object in memo keys: never reused (`replace` draws a new one), unlike
     # an id, so a key that outlives its block cannot be taken for another's
     serial: int = field(init=False, repr=False, default_factory=_serials.__next__)
