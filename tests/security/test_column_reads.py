@@ -420,3 +420,103 @@ def test_the_judge_may_be_shared_by_threads() -> None:
     for worker in workers:
         worker.join(timeout=60)
     assert results == [expected] * 4
+
+
+# ----- session 36's review: result columns named as SQLite names them; operators that call ---
+
+# The review's statement (the shipped example, its analyst): the inner CTE's first column is
+# `"salary" COLLATE binary`, which SQLite names salary (COLLATE skipped, a double-quoted name
+# that binds nothing still names the column), so NATURAL JOIN compares employees.salary with
+# every generated number, and the join returns each employee's salary to the nearest 1,000.
+# The checker named the column by its text and saw no shared column; SQLite's authorizer never
+# hears NATURAL/USING comparisons, so the judge could not see it either.
+NATURAL_BY_NAME = (
+    "WITH employees_public AS (WITH orders(id) AS (VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),"
+    "(9)), employees_public AS (SELECT a.id * 100000 + b.id * 10000 + c.id * 1000 AS salary"
+    ' FROM orders AS a, orders AS b, orders AS c) SELECT "salary" COLLATE binary, "salary"'
+    " AS total FROM employees_public) SELECT employees.name, employees_public.total FROM"
+    " employees NATURAL JOIN employees_public;"
+)
+
+
+def test_a_natural_join_on_a_column_named_past_collate_reads_the_hidden_column() -> None:
+    guide = _guide((EXAMPLES / "hr_policy.toml").read_text(), "analyst")
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(list(NATURAL_BY_NAME.encode())) and matcher.accept_tokens([256])
+    with closing(sqlite3.connect(f"file:{EXAMPLES / 'hr.sqlite'}?mode=ro", uri=True)) as db:
+        leaked = dict(db.execute(NATURAL_BY_NAME).fetchall())
+        salaries = dict(db.execute("SELECT name, salary FROM employees").fetchall())
+    assert leaked == {name: round(salary, -3) for name, salary in salaries.items()}
+    found = [(v.kind, v.table, v.column) for v in guide.check(NATURAL_BY_NAME)]
+    assert ("column_not_visible", "employees", "salary") in found
+
+
+def _sqlite_name(expression: str) -> str:
+    """The name SQLite gives a subquery's column `expression` (over orders), read back from a
+    view of it."""
+    with closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL);"
+            f"CREATE VIEW v AS SELECT * FROM (SELECT {expression} FROM orders);"
+        )
+        ((name,),) = db.execute("SELECT name FROM pragma_table_info('v')").fetchall()
+    return name
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        '"salary" COLLATE binary',
+        '("salary")',
+        '(("salary")) COLLATE nocase COLLATE binary',
+        '("salary" COLLATE binary)',
+        "orders.id COLLATE binary AS salary",
+        "(orders.id) AS salary",
+        # named otherwise: the controls
+        '+"salary"',
+        "'salary'",
+        "\"salary\" || ''",
+        "(orders.id)",
+        "orders.total COLLATE nocase",
+    ],
+)
+def test_result_columns_are_named_as_sqlite_names_them(expression: str) -> None:
+    """The differential against SQLite: a subquery's column that SQLite names salary is one
+    NATURAL JOIN employees compares with the hidden employees.salary, and the checker reports
+    exactly then."""
+    view = _deny(_hr(), "employees", "salary")
+    sql = f"SELECT employees.name FROM employees NATURAL JOIN (SELECT {expression} FROM orders);"
+    reported = ("column_not_visible", "employees", "salary") in _found(view, sql)
+    assert reported == (_sqlite_name(expression).lower() == "salary")
+
+
+@pytest.mark.parametrize("operator", ["->", "->>"])
+def test_json_operators_are_calls_a_role_must_list(operator: str) -> None:
+    """`j -> p` and `j ->> p` are SQLite's functions -> and ->> (json_extract's twins; the
+    authorizer names them): the review wrote them for the analyst, whose functions list has no
+    JSON function. Now a role calls them only if it lists them: the language of one that does
+    not lacks them, and the checker names the call."""
+    sql = f"SELECT '{{\"a\":[1,2]}}' {operator} '$.a' FROM orders;"
+    analyst = _guide((EXAMPLES / "hr_policy.toml").read_text(), "analyst")
+    assert not analyst.matcher().accept_tokens(list(sql.encode()))
+    assert "function_not_allowed" in [v.kind for v in analyst.check(sql)]
+    listed = '[roles.r]\nstatements = ["select"]\nfunctions = ["count", "->", "->>"]\n'
+    for policy in (listed, '[roles.r]\nstatements = ["select"]\n'):
+        guide = _guide(policy, "r")
+        assert guide.matcher().accept_tokens([*sql.encode(), 256])
+        assert guide.check(sql) == []
+    # and the judge, should the checker miss one: SQLite's authorizer names the call
+    judge = SqliteJudge(SchemaView(_hr(), Role("r", frozenset({"select"}), functions=frozenset())))
+    assert [v.kind for v in judge.violations(sql, [])] == ["database_denied"]
+
+
+def test_glob_is_no_call_of_regexp() -> None:
+    """`match_operator` is GLOB, REGEXP or MATCH; only REGEXP calls regexp. The checker took
+    every match_operator for regexp and refused `name GLOB 'A*'` for a role that may not call
+    it, though the role's language holds it."""
+    role = Role("r", frozenset({"select"}), functions=frozenset({"count"}))
+    view = SchemaView(_hr(), role)
+    assert _found(view, "SELECT name FROM employees WHERE name GLOB 'A*';") == []
+    assert _found(view, "SELECT name FROM employees WHERE name REGEXP 'A';") == [
+        ("function_not_allowed", None, None)
+    ]

@@ -130,16 +130,22 @@ class SemanticChecker:
 
 Span = Tree | Token
 Columns = dict[str, str]  # key -> name, in order
+Symbols = tuple[str, ...]  # a production's terminals
 
 
 class _Binder:
     """Binds the names of one statement, collecting violations (one instance per check)."""
 
-    def __init__(self, view: SchemaView, data: bytes, keyword_functions: Mapping[str, str]):
+    def __init__(
+        self,
+        view: SchemaView,
+        data: bytes,
+        keyword_functions: Mapping[str, tuple[tuple[Symbols, str], ...]],
+    ):
         self.view = view
         self.rules = view.schema.rules
         self.data = data
-        self.keyword_functions = keyword_functions  # tree label -> the function it calls
+        self.keyword_functions = keyword_functions  # `_keyword_functions`
         self.violations: list[Violation] = []
         self.cte_bindings = 0
         # while an ON is bound: the FROM items after its join that it may not read (`_On`)
@@ -392,7 +398,7 @@ class _Binder:
                 expr = item.trees()[0]
                 self.expression(expr, scope)
                 alias = item.terminals("COLUMN_ALIAS")
-                key, name = self.output_name(alias[0] if alias else expr, scope)
+                key, name = self.output_name(alias[0] if alias else expr)
                 if alias:
                     aliases[key] = name
                 if columns is not None:
@@ -421,15 +427,17 @@ class _Binder:
             self.unbound_qualifier(qualifier[0], scope)
         return found
 
-    def output_name(self, node: Span, scope: Scope) -> tuple[str, str]:
-        """(key, name) of a result column: its alias, the column it reads (a double-quoted
-        string that binds to a column reads it), or else its text."""
+    def output_name(self, node: Span) -> tuple[str, str]:
+        """(key, name) of a result column as SQLite names it (`sqlite3ColumnsFromExprList`, which
+        runs before names are bound): its alias; else, past COLLATE clauses and parentheses,
+        the column name a column reference writes, or the name a double-quoted string spells
+        whether or not it binds a column; else the expression's text. A NATURAL join or USING
+        around a subquery merges the columns so named."""
+        node = _named_part(node)
         if isinstance(node, Tree) and node.label == "column_ref":
             node = node.terminals("COLUMN_NAME")[0]
-        elif isinstance(node, Tree) and (quoted := node.terminals("DQ_STRING")):
-            name = self.rules.unquote(quoted[0].text)[0]
-            if scope.lookup(self.rules.key(name, True)).sources:
-                node = quoted[0]
+        elif isinstance(node, Tree) and node.label == "string" and node.terminals("DQ_STRING"):
+            node = node.terminals("DQ_STRING")[0]
         if isinstance(node, Token):
             return self.key(node.text), self.rules.unquote(node.text)[0]
         text = self.text(node)
@@ -654,8 +662,8 @@ class _Binder:
                 continue
             if node.label == "function_call":
                 self.function_call(node)
-            elif node.label in self.keyword_functions:
-                self.call(self.keyword_functions[node.label], node)
+            elif (function := self.keyword_function(node)) is not None:
+                self.call(function, node)
             elif node.label == "string":
                 self.double_quoted(node, scope)
             pending.extend(reversed(node.trees()))
@@ -736,6 +744,12 @@ class _Binder:
                 table=table.name,
                 column=column,
             )
+
+    def keyword_function(self, node: Tree) -> str | None:
+        """The function `node` calls if its production spells one as a keyword or operator."""
+        spelled = tuple(c.terminal for c in node.children if isinstance(c, Token))
+        calls = self.keyword_functions.get(node.label, ())
+        return next((function for terminals, function in calls if terminals == spelled), None)
 
     def function_call(self, node: Tree) -> None:
         token = next(node.tokens())  # the function's lexeme, with its "(": a call's first token
@@ -949,6 +963,19 @@ class _Binder:
         return self.data[span.start : span.end].decode("utf-8", "surrogateescape")
 
 
+def _named_part(node: Span) -> Span:
+    """The part of a result column's expression SQLite names the column by: the expression
+    without its COLLATE clauses and parentheses (`("x") COLLATE nocase` is named x)."""
+    while isinstance(node, Tree):
+        if node.label == "collate":
+            node = node.children[0]
+        elif node.label == "primary" and isinstance(node.children[0], Token):
+            node = node.children[1]  # `( expr )`: the only unaliased production of primary
+        else:
+            break
+    return node
+
+
 def _nesting(tree: Tree) -> int:
     """The most `_NESTING_LABELS` nodes on one root-to-leaf path (iteratively: the tree may be
     deep)."""
@@ -1038,17 +1065,24 @@ def _single_quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _keyword_functions(compiled: CompiledGrammar) -> dict[str, str]:
-    """Tree label -> function, for the functions the grammar spells as keywords (its construct
-    catalogue's [function_keywords]; none for a grammar without a bundled catalogue)."""
+def _keyword_functions(compiled: CompiledGrammar) -> dict[str, tuple[tuple[Symbols, str], ...]]:
+    """Tree label -> (the production's terminals, the function it calls), for the productions
+    that spell functions as keywords or operators (its construct catalogue's
+    [function_keywords]; none for a grammar without a bundled catalogue). A label can be
+    several productions' and only some of them calls (`match_operator: REGEXP`, not GLOB): a
+    node is a call where its tokens are the production's terminals."""
     grammar = compiled.grammar
     try:
         catalogue = ConstructCatalogue.for_grammar(grammar)
     except PolicyError:
         return {}
     by_index = {p.index: p for p in grammar.productions}
-    return {
-        by_index[i].alias or by_index[i].lhs: function
-        for function, productions in catalogue.function_keywords.items()
-        for i in productions
-    }
+    terminals = {t.name for t in grammar.terminals}
+    out: dict[str, tuple[tuple[Symbols, str], ...]] = {}
+    for function, productions in catalogue.function_keywords.items():
+        for i in sorted(productions):
+            production = by_index[i]
+            spelled = tuple(s for s in production.rhs if s in terminals)
+            label = production.alias or production.lhs
+            out[label] = (*out.get(label, ()), (spelled, function))
+    return out

@@ -12,8 +12,10 @@ records every access SQLite asks about while it binds the statement:
     without a column (`count(*)`). Such a table read names a CTE as readily as a table, so only
     one of a snapshot table is judged (a CTE that takes the name of a hidden table is then
     refused: fail closed), and not the read of a recursive CTE by its own recursive SELECT;
-  * SQLITE_FUNCTION: a function call. LIKE, GLOB, REGEXP, MATCH, -> and ->> are functions to
-    SQLite but operators to the grammar, whose constructs judge them, so they are left out;
+  * SQLITE_FUNCTION: a function call. LIKE, GLOB and MATCH are functions to SQLite but
+    operators to the grammar, whose `pattern_matching` construct judges them, so they are left
+    out; REGEXP, -> and ->> are judged as the functions regexp, -> and ->> (the construct
+    catalogue's [function_keywords]: a role lists them among its functions);
   * SQLITE_INSERT, SQLITE_UPDATE (table, column), SQLITE_DELETE: what the statement writes;
   * SQLITE_SELECT and SQLITE_RECURSIVE name nothing. Any other action is one no statement of the
     grammar takes, so it is denied.
@@ -57,8 +59,8 @@ from gridrail.policy.dialect import ascii_lower
 from gridrail.policy.schema import Schema, Table
 from gridrail.policy.view import SchemaView
 
-# SQLite's functions that are the grammar's operators (`a LIKE b`, `j -> '$.x'`)
-_OPERATOR_FUNCTIONS = frozenset({"like", "glob", "regexp", "match", "->", "->>"})
+# SQLite's functions that are the grammar's operators under a construct (`a LIKE b`)
+_OPERATOR_FUNCTIONS = frozenset({"like", "glob", "match"})
 _WRITES = {
     sqlite3.SQLITE_INSERT: "insert",
     sqlite3.SQLITE_UPDATE: "update",
