@@ -520,3 +520,67 @@ def test_glob_is_no_call_of_regexp() -> None:
     assert _found(view, "SELECT name FROM employees WHERE name REGEXP 'A';") == [
         ("function_not_allowed", None, None)
     ]
+
+
+# FTS3/FTS4 (session 36's second review): `title MATCH 'body:secret'` searches the column body,
+# which the authorizer never hears of; through a subquery or CTE SQLite flattens the match into
+# the full-text table all the same.
+FTS = """
+CREATE VIRTUAL TABLE docs USING fts4(title, body);
+INSERT INTO docs VALUES ('memo one', 'nothing here'), ('memo two', 'the secret layoff plan');
+"""
+FTS_POLICY = """
+[roles.reader]
+statements = ["select"]
+[roles.reader.columns]
+docs = { deny = ["body"] }
+[roles.all]
+statements = ["select"]
+"""
+
+
+@pytest.fixture(scope="module")
+def fts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("fts") / "fts.sqlite"
+    with closing(sqlite3.connect(path)) as db:
+        try:
+            db.executescript(FTS)
+        except sqlite3.OperationalError as exc:  # a SQLite built without FTS3/4
+            pytest.skip(f"this SQLite has no fts4: {exc}")
+    return path
+
+
+@pytest.mark.parametrize("gamma", [False, True])
+@pytest.mark.parametrize(
+    "sql, kind",
+    [
+        ("SELECT title FROM docs WHERE title MATCH 'body:secret';", "column_not_visible"),
+        ("SELECT d.title FROM docs AS d WHERE (d.title) MATCH 'body:sec*';", "column_not_visible"),
+        (
+            "SELECT t FROM (SELECT title AS t FROM docs) AS s WHERE t MATCH 'body:secret';",
+            "full_text_query",
+        ),
+        (
+            "WITH c AS (SELECT title FROM docs) SELECT title FROM c"
+            " WHERE title MATCH 'body:secret';",
+            "full_text_query",
+        ),
+    ],
+)
+def test_a_full_text_match_reads_every_column_of_its_table(
+    fts: Path, sql: str, kind: str, gamma: bool
+) -> None:
+    vocab = gr.Vocabulary([*(bytes((b,)) for b in range(256)), None], eos_token_ids=256)
+    schema = Schema.from_sqlite(fts)
+    policy = Policy.from_text(FTS_POLICY)
+    guide = gr.compile(gr.Grammar.bundled("sqlite"), vocab, schema=schema, policy=policy,
+                       role="reader", gamma=gamma)  # fmt: skip
+    with closing(sqlite3.connect(f"file:{fts}?mode=ro", uri=True)) as db:
+        assert db.execute(sql).fetchall() == [("memo two",)]  # what body holds, leaked
+    assert kind in [v.kind for v in guide.check(sql)]
+    if kind == "column_not_visible":
+        assert ("docs", "body") in [(v.table, v.column) for v in guide.check(sql)]
+    everything = gr.compile(gr.Grammar.bundled("sqlite"), vocab, schema=schema, policy=policy,
+                            role="all", gamma=gamma)  # fmt: skip
+    if kind == "column_not_visible":  # nothing hidden: the match is the role's to make
+        assert everything.check(sql) == []

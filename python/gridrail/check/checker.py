@@ -16,6 +16,9 @@ What counts as reading a column:
   * INSERT without a column list (and not DEFAULT VALUES) writes every column, so the same
     holds for its target;
   * NATURAL JOIN and USING compare the shared columns of both sides;
+  * `x MATCH q` searches every column of x's full-text table (FTS3/4 queries name columns:
+    `body:term`), so it reads them all; x must be a column of a table the statement names
+    (a subquery's column may be flattened into a hidden one), else `full_text_query`;
   * a double-quoted string where an expression stands: SQLite reads `"salary"` as the column
     salary when one is in scope (and as a string otherwise), so it is a `double_quoted_column`
     when that column is hidden;
@@ -46,7 +49,7 @@ checker names them for statements from elsewhere):
 Violation kinds: unknown_table, table_not_visible, unknown_column, column_not_visible,
 ambiguous_column, unbound_qualifier, function_not_allowed, double_quoted_column,
 circular_reference, statement_too_complex, statement_not_allowed, conflict_not_allowed,
-read_not_allowed, table_not_writable.
+read_not_allowed, table_not_writable, full_text_query.
 """
 
 from __future__ import annotations
@@ -666,6 +669,8 @@ class _Binder:
                 self.call(function, node)
             elif node.label == "string":
                 self.double_quoted(node, scope)
+            elif node.label == "like" and _spelled(node.child("match_operator"), "MATCH"):
+                self.full_text_match(node, scope)
             pending.extend(reversed(node.trees()))
 
     def column_ref(self, node: Tree, scope: Scope) -> None:
@@ -704,6 +709,44 @@ class _Binder:
             for other in scope.row_key_candidates(key):
                 if other not in found.sources:
                     self.read(other, other.column(key) or key, column)
+
+    def full_text_match(self, node: Tree, scope: Scope) -> None:
+        """`x MATCH q` over a full-text table searches the columns `q` names (FTS3/4's
+        `body:term`), not only x's, and SQLite's authorizer hears a read of x alone: so it
+        reads every column of x's table. Where x is no column of a table the statement names,
+        SQLite may still flatten it into one (a subquery's or CTE's column), so it is refused
+        (over a table that is not full-text, SQLite refuses MATCH when it runs)."""
+        left = _named_part(node.children[0])
+        found = left if isinstance(left, Tree) and left.label == "column_ref" else None
+        source = self.column_source(found, scope) if found is not None else None
+        if source is not None and source.table is not None:
+            self.read_every_column(
+                source,
+                node,
+                f'"{self.text(node)}" is a full-text query, which may search',
+                advice="match only in a table whose every column the role sees",
+            )
+            return
+        self.report(
+            "full_text_query",
+            f'"{self.text(node)}": a full-text MATCH is allowed only on a column of a table the '
+            "statement names (its query may search the table's other columns, `body:term`, "
+            "and a subquery's or CTE's column may stand for a hidden one)",
+            node,
+        )
+
+    def column_source(self, node: Tree, scope: Scope) -> Source | None:
+        """The one FROM item a column reference binds to (None: none, several, or an alias)."""
+        (column,) = node.terminals("COLUMN_NAME")
+        key = self.key(column.text)
+        qualifier = node.terminals("QUALIFIER")
+        if qualifier:
+            named = scope.qualifier(self.key(qualifier[0].text[:-1]), key)
+            sources = [s for s in named if s.column(key) is not None]
+        else:
+            found = scope.lookup(key)
+            sources = [] if found.alias else list(found.sources)
+        return sources[0] if len(sources) == 1 else None
 
     def double_quoted(self, node: Tree, scope: Scope) -> None:
         """A double-quoted string reads the column of that name if one is in scope."""
@@ -828,13 +871,16 @@ class _Binder:
             column=read,
         )
 
-    def read_every_column(self, source: Source, span: Span, verb: str, reads: bool = True) -> None:
+    def read_every_column(
+        self, source: Source, span: Span, verb: str, reads: bool = True, advice: str = ""
+    ) -> None:
         """`*`, `T.*` (`reads`), or an INSERT without a column list (it writes): every column
-        of a table."""
+        of a table. `advice`: what to do instead (default: name the visible columns)."""
         table = source.table
         if table is None:
             return
         visible = _listing(c.name for c in self.view.columns(table))
+        advice = advice or f"name the columns instead (visible: {visible})"
         for column in table.columns:
             if reads and not self.view.may_read:
                 what = f'{verb} every column, so column "{column.name}" of table "{table.name}"'
@@ -843,8 +889,7 @@ class _Binder:
                 self.report(
                     "column_not_visible",
                     f'{verb} every column of table "{table.name}", including "{column.name}", '
-                    f"which {self.role()} may not see; name the columns instead (visible: "
-                    f"{visible})",
+                    f"which {self.role()} may not see; {advice}",
                     span,
                     table=table.name,
                     column=column.name,
@@ -961,6 +1006,11 @@ class _Binder:
 
     def text(self, span: Span) -> str:
         return self.data[span.start : span.end].decode("utf-8", "surrogateescape")
+
+
+def _spelled(node: Tree | None, terminal: str) -> bool:
+    """Is `node` a production whose one token is a `terminal`?"""
+    return node is not None and [c.terminal for c in node.children] == [terminal]
 
 
 def _named_part(node: Span) -> Span:
