@@ -141,6 +141,9 @@ BOUND = [
     "SELECT t.dept FROM (SELECT dept FROM employees) AS t;",
     "SELECT t.dept, o.total FROM orders AS o, (SELECT dept FROM employees) AS t;",
     "SELECT t.dept FROM (SELECT name FROM employees) AS x, employees AS t;",
+    # SQLite names a subquery's column past COLLATE and parentheses
+    "SELECT t.dept FROM (SELECT dept COLLATE nocase FROM employees) AS t;",
+    "WITH c AS (SELECT (e.dept) COLLATE nocase FROM employees AS e) SELECT dept FROM c;",
     # a bare name in ON binds against the whole FROM list, items after the ON included
     "SELECT p.name FROM employees_public AS p JOIN orders AS o ON p.id = employee_id;",
     "SELECT p.name FROM employees_public AS p JOIN orders AS o ON amount > total "

@@ -109,6 +109,8 @@ LABELS = (
     "left",
     "right",
     "full",
+    "collate",
+    "primary",
 )
 # The terminals of name slots and of the names the binder records.
 QUALIFIER, COLUMN_NAME, TABLE_NAME = "QUALIFIER", "COLUMN_NAME", "TABLE_NAME"
@@ -1140,6 +1142,11 @@ class Binder:
             return None, replace(block, ctes=Cell(cte, block.ctes), defining=None)
         if len(children) == 1 and isinstance(children[0], _ColumnRef | _Result):
             return children[0], block  # unit rules pass a column reference or a result up
+        if label in ("collate", "primary") and len(children) > 1:
+            # SQLite names a result column past COLLATE and parentheses: `(t.x) COLLATE c` is x
+            inner_value = children[0] if label == "collate" else children[1]
+            if isinstance(inner_value, _ColumnRef):
+                return inner_value, block
         return None, block
 
     def _columns_of(self, written: str, block: Block | None) -> dict[str, Column]:
