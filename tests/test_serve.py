@@ -622,6 +622,21 @@ def test_a_keys_file_gone_while_serving_is_a_503(client: TestClient, keys) -> No
     assert r.status_code == 503 and r.json()["error"] == "unavailable"
 
 
+def test_a_policy_role_named_as_the_audit_permission_is_refused_at_start(
+    keys, hr_db, tmp_path
+) -> None:
+    """A review found that a key granted "audit" reads every audit record and never asks as a
+    policy role of that name: the two cannot share the name."""
+    policy = gr.Policy.from_text('[roles.audit]\nstatements = ["select"]\n')
+    with pytest.raises(gr.UsageError, match="role named 'audit'"):
+        Service(
+            Database.open(str(hr_db)),
+            policy,
+            KeyStore.read(keys["path"]),
+            AuditStore(tmp_path / "audit.sqlite"),
+        )
+
+
 def test_a_service_without_room_for_a_request_is_refused_at_start(keys, hr_db, tmp_path) -> None:
     for options in ({"requests_per_minute": 0}, {"deadline_s": 0.0}):
         with pytest.raises(gr.UsageError, match="at least 1 request a minute"):

@@ -47,7 +47,7 @@ from gridrail.policy.profile import GenerationProfile
 from gridrail.policy.role import binds_names
 from gridrail.policy.schema import Schema
 from gridrail.registry import Registry, RegistryStats
-from gridrail.serve.keys import KeysFileError, KeyStore, Principal
+from gridrail.serve.keys import AUDITOR, KeysFileError, KeyStore, Principal
 from gridrail.serve.store import AuditStore, AuditStoreError
 from gridrail.vocab import Vocabulary
 
@@ -112,6 +112,11 @@ class Service:
             raise UsageError(
                 "the service needs at least 1 request a minute per key and a positive deadline "
                 f"(got {self.requests_per_minute} and {self.deadline_s} s)"
+            )
+        if AUDITOR in self.policy.roles:  # a key's grant of it reads records: never the role
+            raise UsageError(
+                f"the policy has a role named {AUDITOR!r}, which is the name of the permission "
+                "to read audit records in the keys file: rename the role"
             )
         self._schema = self.database.schema()
         self._schema_read = self.clock()
