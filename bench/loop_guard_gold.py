@@ -66,8 +66,9 @@ def main() -> None:
         "default, no depth bound": replace(DEFAULT_LOOP_GUARD, max_depth=None),
         "default, depth <= 3": replace(DEFAULT_LOOP_GUARD, max_depth=3),
         "default, depth <= 2": replace(DEFAULT_LOOP_GUARD, max_depth=2),
-        "blocks of 2+ keys": replace(DEFAULT_LOOP_GUARD, min_block=2, max_depth=None),
-        "3 copies of 2+ keys": replace(DEFAULT_LOOP_GUARD, repeats=3, min_block=2, max_depth=None),
+        "blocks of 4+ bytes": replace(DEFAULT_LOOP_GUARD, min_block=4, max_depth=None),
+        "blocks of 3+ bytes": replace(DEFAULT_LOOP_GUARD, min_block=3, max_depth=None),
+        "3 copies of 3+ bytes": replace(DEFAULT_LOOP_GUARD, repeats=3, min_block=3, max_depth=None),
     }
     refused = {name: sum(refuses(g, vocab, ids) for ids in encoded) for name, g in guards.items()}
     for n in (3, 4, 5, 6):

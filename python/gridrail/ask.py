@@ -73,10 +73,10 @@ PROMPT_EXAMPLES = 0  # worked examples over the schema before the question (benc
 # only 8 ran 12 answers of 26 against 15 with every table shown (bench/RESULTS.md: "Schema
 # linking"); 32 is past Spider's largest database and keeps a large catalog's prompt in context
 DEFAULT_PROMPT_TABLES = 32
-# the model's choice never writes a block of 3-32 keys twice in a row (none of the 7,000 Spider
+# the model's choice never writes a block of 6-128 bytes twice in a row (none of the 7,000 Spider
 # training gold queries but 6 does) nor nests parentheses past depth 4 (none does past 3)
 # (bench/RESULTS.md: "Loop guard")
-DEFAULT_LOOP_GUARD = LoopGuard(repeats=2, min_block=3, max_block=32, max_depth=4)
+DEFAULT_LOOP_GUARD = LoopGuard(repeats=2, min_block=6, max_block=128, max_depth=4)
 # while choosing among K > 1 candidates, each runs at most this long (never longer than the
 # answer's own limit): a 25-way cross join the model wrote took the demo's whole 10 s limit, a
 # quarter of its time. One stopped here is run again with the full limit only when no

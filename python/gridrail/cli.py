@@ -820,7 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_loop_repeats,
         default=DEFAULT_LOOP_GUARD.repeats,
         metavar="R",
-        help="never choose the token that makes a block of tokens run R times in a row or "
+        help="never choose the token that makes a block of the text run R times in a row or "
         f"nests parentheses past depth {DEFAULT_LOOP_GUARD.max_depth} (default: "
         f"{DEFAULT_LOOP_GUARD.repeats}; 0: the model's choice as is)",
     )
