@@ -15,10 +15,10 @@ Blocks are compared as SQL reads them, on the output's *text*: its bytes with AS
 and whitespace removed, so `FROM (SELECT` and `FROM (\\n  SELECT` are one block, and so are
 `order_id` and `order_iD` however the tokens split them. (Comparing token by token let a model
 refused the token `id` write `i` and `D`: 362 of 1,600 Spider candidates of session 35 held a
-block of 6 bytes or more twice in a row.) A token is refused if some prefix of its text ends
-the output's text with `repeats` copies of a block of `min_block` to `max_block` bytes holding
-two distinct bytes: `)))` and `000` are never refused, as parentheses close in runs and digits
-repeat. Of the 7,000 Spider training gold queries, 6 write a block of 6 bytes or more twice in
+block of 6 bytes or more twice in a row.) A token is refused if its text, repeating what the
+output wrote a block before byte for byte, makes the output end with `repeats` copies of a block
+of `min_block` to `max_block` bytes holding two distinct bytes: `)))` and `000` are never
+refused, as parentheses close in runs and digits repeat. Of the 7,000 Spider training gold queries, 6 write a block of 6 bytes or more twice in
 a row (`T1.booking_start_date, T1.booking_start_date`; bench/loop_guard_gold.py).
 
 The check keeps, per block length, how far the output's text already repeats the block before
