@@ -18,8 +18,9 @@ refused the token `id` write `i` and `D`: 362 of 1,600 Spider candidates of sess
 block of 6 bytes or more twice in a row.) A token is refused if its text, repeating what the
 output wrote a block before byte for byte, makes the output end with `repeats` copies of a block
 of `min_block` to `max_block` bytes holding two distinct bytes: `)))` and `000` are never
-refused, as parentheses close in runs and digits repeat. Of the 7,000 Spider training gold queries, 6 write a block of 6 bytes or more twice in
-a row (`T1.booking_start_date, T1.booking_start_date`; bench/loop_guard_gold.py).
+refused, as parentheses close in runs and digits repeat. Of the 7,000 Spider training gold
+queries, 6 write a block of 6 bytes or more twice in a row (`T1.booking_start_date,
+T1.booking_start_date`; bench/loop_guard_gold.py).
 
 The check keeps, per block length, how far the output's text already repeats the block before
 it, updated byte by byte, and looks the continuations that would close a loop up in the sorted
