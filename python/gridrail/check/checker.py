@@ -680,10 +680,7 @@ class _Binder:
         if not qualifier:
             self.bind(scope.lookup(key), key, column, scope)
             return
-        sources = scope.qualifier(self.key(qualifier[0].text[:-1]), key)
-        having = [s for s in sources if s.column(key) is not None]
-        if len(having) > 1:  # `t JOIN t USING (c)`: t.c is the left one
-            having = [s for s in having if key not in s.hidden] or having
+        sources, having = self.qualified(qualifier[0], key, scope)
         if not sources:
             self.unbound_qualifier(qualifier[0], scope)
         elif not having:
@@ -741,12 +738,22 @@ class _Binder:
         key = self.key(column.text)
         qualifier = node.terminals("QUALIFIER")
         if qualifier:
-            named = scope.qualifier(self.key(qualifier[0].text[:-1]), key)
-            sources = [s for s in named if s.column(key) is not None]
+            sources = self.qualified(qualifier[0], key, scope)[1]
         else:
             found = scope.lookup(key)
             sources = [] if found.alias else list(found.sources)
         return sources[0] if len(sources) == 1 else None
+
+    def qualified(
+        self, qualifier: Token, key: str, scope: Scope
+    ) -> tuple[list[Source], list[Source]]:
+        """The FROM items `qualifier` names, and those of them with the column `key` (for
+        `t JOIN t USING (c)`, t.c is the left one)."""
+        sources = scope.qualifier(self.key(qualifier.text[:-1]), key)
+        having = [s for s in sources if s.column(key) is not None]
+        if len(having) > 1:
+            having = [s for s in having if key not in s.hidden] or having
+        return sources, having
 
     def double_quoted(self, node: Tree, scope: Scope) -> None:
         """A double-quoted string reads the column of that name if one is in scope."""
@@ -790,8 +797,10 @@ class _Binder:
 
     def keyword_function(self, node: Tree) -> str | None:
         """The function `node` calls if its production spells one as a keyword or operator."""
+        calls = self.keyword_functions.get(node.label)
+        if not calls:
+            return None
         spelled = tuple(c.terminal for c in node.children if isinstance(c, Token))
-        calls = self.keyword_functions.get(node.label, ())
         return next((function for terminals, function in calls if terminals == spelled), None)
 
     def function_call(self, node: Tree) -> None:

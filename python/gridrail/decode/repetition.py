@@ -30,7 +30,6 @@ texts of the vocabulary: its cost per token is flat in the output's length.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -82,26 +81,29 @@ class LoopText:
 
     def __init__(self, guard: LoopGuard):
         self.guard = guard
-        self.tail: deque[int] = deque(maxlen=guard.max_block)  # the last bytes, newest last
+        # before[L]: the byte L before the next one, -1 where the text is shorter (index 0 unused)
+        self.before = np.full(guard.max_block + 1, -1, dtype=np.int64)
         self.runs = np.zeros(guard.max_block + 1, dtype=np.int64)  # index: block length
-        self.length = 0
 
     def extend(self, text: bytes) -> None:
+        before, runs = self.before, self.runs
         for byte in text:
-            # lagged[L]: the byte L before this one (-1 where the text is shorter)
-            lagged = np.full(self.guard.max_block + 1, -1, dtype=np.int64)
-            lagged[1 : len(self.tail) + 1] = list(reversed(self.tail))
-            self.runs = np.where(lagged == byte, self.runs + 1, 0)
-            self.tail.append(byte)
-            self.length += 1
+            runs += 1
+            runs[before != byte] = 0
+            before[2:] = before[1:-1]  # numpy copies overlapping slices as if buffered
+            before[1] = byte
 
     def closing(self, longest: int) -> set[bytes]:
         """The texts (of at most `longest` bytes) whose every extension closes a loop: for each
-        block length, the shortest continuation of the period that makes `repeats` copies."""
-        guard, tail = self.guard, bytes(self.tail)
+        block length, the shortest continuation of the period that makes `repeats` copies.
+        (A run at lag L is at most the text's length - L long, so each continuation found is
+        preceded by enough text for its copies.)"""
+        guard = self.guard
+        known = self.before[1:]
+        tail = bytes(known[known >= 0][::-1].astype(np.uint8))  # the last bytes, newest last
         lengths = np.arange(guard.min_block, min(guard.max_block, len(tail)) + 1)
         needed = np.maximum((guard.repeats - 1) * lengths - self.runs[lengths], 1)
-        fits = (needed <= longest) & (self.length + needed >= guard.repeats * lengths)
+        fits = needed <= longest
         out: set[bytes] = set()
         for length, count in zip(lengths[fits].tolist(), needed[fits].tolist(), strict=True):
             period = tail[-length:]
