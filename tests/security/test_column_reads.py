@@ -297,6 +297,42 @@ def test_the_implicit_row_key_is_hidden_by_an_allow_list(people: Schema) -> None
     assert _found(view, "SELECT rowid FROM quirk;") == []  # no column rule there
 
 
+# Session 37's review: in an INSERT, last_insert_rowid() returns the row key of the row written
+# last: of a multi-row VALUES, the row before, so `VALUES ('x'), (last_insert_rowid() - 1)` stored
+# max(ssn) in a visible column, and RETURNING returned it.
+LAST_ROWID = [
+    "INSERT INTO people (name) VALUES ('x'), (last_insert_rowid() - 1);",
+    "INSERT INTO people (name) VALUES ('y') RETURNING last_insert_rowid() - 1;",
+    "INSERT INTO people (name) SELECT (SELECT last_insert_rowid()) FROM plain;",
+    "WITH k AS (SELECT last_insert_rowid() AS n) INSERT INTO people (name) SELECT n FROM k;",
+]
+
+
+@pytest.mark.parametrize("sql", LAST_ROWID)
+def test_last_insert_rowid_in_an_insert_reads_the_targets_row_key(people: Schema, sql: str) -> None:
+    role = Role(
+        "r",
+        frozenset({"select", "insert"}),
+        columns={"people": ColumnRule(deny=frozenset({"ssn"}))},
+    )
+    assert ("column_not_visible", "people", "ssn") in _found(SchemaView(people, role), sql)
+    assert _found(SchemaView(people, replace(role, columns={})), sql) == []  # ssn visible
+
+
+def test_last_insert_rowid_leaks_the_key_as_the_review_found(tmp_path: Path) -> None:
+    path = tmp_path / "p.sqlite"
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(PEOPLE + "INSERT INTO people VALUES (987654321, 'bob');")
+        db.execute(LAST_ROWID[0])
+        assert ("987654321",) in db.execute("SELECT name FROM people").fetchall()
+        assert db.execute(LAST_ROWID[1]).fetchall() == [(987654323,)]  # the largest key before
+
+
+def test_last_insert_rowid_outside_an_insert_reads_nothing(people: Schema) -> None:
+    role = Role("r", frozenset({"select"}), columns={"people": ColumnRule(deny=frozenset({"ssn"}))})
+    assert _found(SchemaView(people, role), "SELECT last_insert_rowid() FROM people;") == []
+
+
 def test_a_hand_written_schema_judges_the_row_key_wherever_it_may_bind() -> None:
     """`Schema.from_tables` does not say which tables are WITHOUT ROWID: `rowid` in w may be
     w's (readable only if all of w is) or, if w has none, people's, which may be ssn."""
@@ -528,12 +564,16 @@ def test_glob_is_no_call_of_regexp() -> None:
 FTS = """
 CREATE VIRTUAL TABLE docs USING fts4(title, body);
 INSERT INTO docs VALUES ('memo one', 'nothing here'), ('memo two', 'the secret layoff plan');
+CREATE VIEW doc_titles AS SELECT rowid AS id, title FROM docs;
 """
 FTS_POLICY = """
 [roles.reader]
 statements = ["select"]
 [roles.reader.columns]
 docs = { deny = ["body"] }
+[roles.titles]
+statements = ["select"]
+tables = ["doc_titles"]
 [roles.all]
 statements = ["select"]
 """
@@ -570,17 +610,46 @@ def fts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_full_text_match_reads_every_column_of_its_table(
     fts: Path, sql: str, kind: str, gamma: bool
 ) -> None:
-    vocab = gr.Vocabulary([*(bytes((b,)) for b in range(256)), None], eos_token_ids=256)
-    schema = Schema.from_sqlite(fts)
-    policy = Policy.from_text(FTS_POLICY)
-    guide = gr.compile(gr.Grammar.bundled("sqlite"), vocab, schema=schema, policy=policy,
-                       role="reader", gamma=gamma)  # fmt: skip
+    guide = _fts_guide(fts, "reader", gamma)
     with closing(sqlite3.connect(f"file:{fts}?mode=ro", uri=True)) as db:
         assert db.execute(sql).fetchall() == [("memo two",)]  # what body holds, leaked
     assert kind in [v.kind for v in guide.check(sql)]
     if kind == "column_not_visible":
         assert ("docs", "body") in [(v.table, v.column) for v in guide.check(sql)]
-    everything = gr.compile(gr.Grammar.bundled("sqlite"), vocab, schema=schema, policy=policy,
-                            role="all", gamma=gamma)  # fmt: skip
+    everything = _fts_guide(fts, "all", gamma)
     if kind == "column_not_visible":  # nothing hidden: the match is the role's to make
         assert everything.check(sql) == []
+
+
+def _fts_guide(fts: Path, role: str, gamma: bool) -> gr.Guide:
+    vocab = gr.Vocabulary([*(bytes((b,)) for b in range(256)), None], eos_token_ids=256)
+    return gr.compile(gr.Grammar.bundled("sqlite"), vocab, schema=Schema.from_sqlite(fts),
+                      policy=Policy.from_text(FTS_POLICY), role=role, gamma=gamma)  # fmt: skip
+
+
+@pytest.mark.parametrize("gamma", [False, True])
+def test_a_full_text_match_through_a_view_is_refused(fts: Path, gamma: bool) -> None:
+    # session 37's review: SQLite flattens the view into docs and FTS searches body
+    sql = "SELECT title FROM doc_titles WHERE title MATCH 'body:secret';"
+    with closing(sqlite3.connect(f"file:{fts}?mode=ro", uri=True)) as db:
+        assert db.execute(sql).fetchall() == [("memo two",)]
+    assert [v.kind for v in _fts_guide(fts, "titles", gamma).check(sql)] == ["full_text_query"]
+
+
+def test_shadow_tables_are_not_in_the_schema(fts: Path) -> None:
+    # session 37's review: docs_content holds body as c1body, readable by a role that hides
+    # docs.body but lists no tables
+    sql = "SELECT c1body FROM docs_content;"
+    with closing(sqlite3.connect(f"file:{fts}?mode=ro", uri=True)) as db:
+        assert ("the secret layoff plan",) in db.execute(sql).fetchall()
+        listed = db.execute("SELECT name FROM pragma_table_list WHERE type = 'shadow'")
+        shadow = {name for (name,) in listed}
+    assert "docs_content" in shadow
+    schema = Schema.from_sqlite(fts)
+    assert [t.name for t in schema.tables] == ["docs", "doc_titles"]
+    assert schema.ddl == ("CREATE VIRTUAL TABLE docs USING fts4(title, body)",)
+    guide = _fts_guide(fts, "reader", False)
+    assert "unknown_table" in [v.kind for v in guide.check(sql)]
+    tokens = guide.trie.tokenize(b"SELECT c1body FROM docs_")
+    matcher = guide.matcher()
+    assert not all(matcher.accept_tokens([t]) for t in tokens)  # not even spellable

@@ -18,7 +18,10 @@ What counts as reading a column:
   * NATURAL JOIN and USING compare the shared columns of both sides;
   * `x MATCH q` searches every column of x's full-text table (FTS3/4 queries name columns:
     `body:term`), so it reads them all; x must be a column of a table the statement names
-    (a subquery's column may be flattened into a hidden one), else `full_text_query`;
+    (a subquery's or a view's column may be flattened into a hidden one), else
+    `full_text_query`;
+  * in an INSERT, `last_insert_rowid()` returns the row key of the row it wrote last (a
+    multi-row VALUES' row before), so it reads the target's row key;
   * a double-quoted string where an expression stands: SQLite reads `"salary"` as the column
     salary when one is in scope (and as a string otherwise), so it is a `double_quoted_column`
     when that column is hidden;
@@ -153,6 +156,7 @@ class _Binder:
         self.cte_bindings = 0
         # while an ON is bound: the FROM items after its join that it may not read (`_On`)
         self.after_on: tuple[Source, ...] = ()
+        self.inserting: Table | None = None  # an INSERT's target table, while it is bound
 
     # -- statements
 
@@ -170,6 +174,7 @@ class _Binder:
             self.update_or_delete(node)
 
     def insert(self, node: Tree) -> None:
+        self.inserting = self.view.schema.table(node.terminals("TABLE_NAME")[0].text)
         ctes = self.with_clause(node.child("with_clause"), ChainMap())
         scope = Scope(None, ctes)
         self.conflict_resolution(node.child("insert_verb"))
@@ -711,12 +716,12 @@ class _Binder:
         """`x MATCH q` over a full-text table searches the columns `q` names (FTS3/4's
         `body:term`), not only x's, and SQLite's authorizer hears a read of x alone: so it
         reads every column of x's table. Where x is no column of a table the statement names,
-        SQLite may still flatten it into one (a subquery's or CTE's column), so it is refused
-        (over a table that is not full-text, SQLite refuses MATCH when it runs)."""
+        SQLite may still flatten it into one (a subquery's, CTE's or view's column), so it is
+        refused (over a table that is not full-text, SQLite refuses MATCH when it runs)."""
         left = _named_part(node.children[0])
         found = left if isinstance(left, Tree) and left.label == "column_ref" else None
         source = self.column_source(found, scope) if found is not None else None
-        if source is not None and source.table is not None:
+        if source is not None and source.table is not None and not source.table.is_view:
             self.read_every_column(
                 source,
                 node,
@@ -728,7 +733,7 @@ class _Binder:
             "full_text_query",
             f'"{self.text(node)}": a full-text MATCH is allowed only on a column of a table the '
             "statement names (its query may search the table's other columns, `body:term`, "
-            "and a subquery's or CTE's column may stand for a hidden one)",
+            "and a subquery's, CTE's or view's column may stand for a hidden one)",
             node,
         )
 
@@ -805,7 +810,27 @@ class _Binder:
 
     def function_call(self, node: Tree) -> None:
         token = next(node.tokens())  # the function's lexeme, with its "(": a call's first token
-        self.call(token.text.rstrip("(").strip().lower(), token)
+        function = token.text.rstrip("(").strip().lower()
+        self.call(function, token)
+        if function == "last_insert_rowid" and self.inserting is not None:
+            self.inserted_row_key(self.inserting, token)
+
+    def inserted_row_key(self, table: Table, token: Token) -> None:
+        """`last_insert_rowid()` in an INSERT returns the row key of the row it wrote last (of a
+        multi-row VALUES, the row before; `max(key) + 1` on a fresh table's end): a read of
+        the target's row key. (Outside an INSERT it is 0: every statement runs on a
+        connection of its own.)"""
+        if may_read_row_key(self.view, table):
+            return
+        read = table.rowid_column or "rowid"
+        self.report(
+            "column_not_visible",
+            f'last_insert_rowid() returns the row key of the row an INSERT wrote (column "{read}"'
+            f' of table "{table.name}"), which is not visible to {self.role()}',
+            token,
+            table=table.name,
+            column=read,
+        )
 
     def call(self, function: str, token: Span) -> None:
         if not self.view.may_call(function):

@@ -262,11 +262,32 @@ def _require_module(module: str, package: str, what: str) -> ModuleType:
 
 
 def _sqlite_objects(db: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
-    """(name, type, CREATE statement) of each table and view."""
-    return db.execute(
+    """(name, type, CREATE statement) of each table and view, but the shadow tables a virtual
+    table keeps its data in (`docs_content` of a full-text table `docs`): they hold what its
+    columns hold, so a policy hiding a column of the virtual table would leave it readable
+    there; SQLite's own statements on the virtual table write them."""
+    rows = db.execute(
         "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
         " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid"
     ).fetchall()
+    shadow = _shadow_tables(db, rows)
+    return [row for row in rows if row[0] not in shadow]
+
+
+def _shadow_tables(db: sqlite3.Connection, rows: list[tuple[str, str, str | None]]) -> set[str]:
+    """The shadow tables among `rows`, as SQLite 3.37+ types them (`pragma_table_list`); an
+    older SQLite is answered by their names (a table named after a virtual table and `_`),
+    which may leave out a table that only looks like one: on the safe side."""
+    try:
+        listed = db.execute("SELECT name FROM pragma_table_list WHERE type = 'shadow'")
+        return {name for (name,) in listed}
+    except sqlite3.OperationalError:  # no pragma_table_list
+        virtual = tuple(
+            name.lower() + "_"
+            for name, kind, sql in rows
+            if kind == "table" and (sql or "").upper().startswith("CREATE VIRTUAL")
+        )
+        return {name for name, _, _ in rows if name.lower().startswith(virtual)}
 
 
 def _sqlite_table(db: sqlite3.Connection, name: str, kind: str, source: str) -> Table:
