@@ -8,11 +8,14 @@ SQLite and DuckDB they reach no file but the database (none is attached, read or
 Every statement runs under a time limit and a row limit (`DEFAULT_TIMEOUT_S`,
 `DEFAULT_MAX_ROWS`): past either it is stopped, nothing it did is kept (its transaction is
 rolled back), and an `ExecutionLimitError` says which limit it hit. At most one row more than
-the limit is fetched, so the row limit bounds the result's memory (the database's own working
-memory is bounded by the time limit only).
+the limit is fetched; on SQLite no value may be longer than `MAX_VALUE_BYTES`, so the row limit
+bounds the result's memory there (elsewhere, and for the database's own working memory, the
+time limit does; running out of memory is an `ExecutionLimitError` too).
 
 How each database enforces them:
-  SQLite      a progress handler aborts the statement at the deadline; one transaction
+  SQLite      a timer thread interrupts the statement at the deadline (SQLite stops between
+              two of its instructions, and the value limit keeps each instruction short:
+              `hex(zeroblob(…))` may not take seconds); one transaction
               (inside which SQLite refuses VACUUM, whose INTO form writes a copy of the
               database to any path); `mode=ro` plus `PRAGMA query_only` for read-only roles;
               an authorizer refuses ATTACH
@@ -39,7 +42,7 @@ from gridrail.policy.schema import Schema
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_ROWS = 10_000
-_SQLITE_PROGRESS_STEPS = 1_000  # virtual-machine instructions between deadline checks
+MAX_VALUE_BYTES = 16 * 1024 * 1024  # SQLite: the longest string or blob a statement may make
 
 
 class DatabaseError(GridrailError):
@@ -48,8 +51,9 @@ class DatabaseError(GridrailError):
 
 
 class ExecutionLimitError(DatabaseError):
-    """A statement was stopped at an execution limit; `limit` is "time" or "rows". Nothing
-    it did was kept (its transaction was rolled back)."""
+    """A statement was stopped at an execution limit; `limit` is "time", "rows", "value" (a
+    SQLite string or blob past `MAX_VALUE_BYTES`) or "memory". Nothing it did was kept (its
+    transaction was rolled back)."""
 
     def __init__(self, limit: str, message: str):
         self.limit = limit
@@ -143,20 +147,14 @@ class Database:
         for a limit that is not positive and finite)."""
         limits = Limits(timeout_s, max_rows)
         runner = {"sqlite": _sqlite, "duckdb": _duckdb, "postgres": _postgres}[self.kind]
-        return runner(self.location, sql, read_only, limits)
-
-
-class _Deadline:
-    """A point in time; `passed()` remembers that it was seen passed (SQLite's progress
-    handler, which aborts the statement when it answers true)."""
-
-    def __init__(self, seconds: float):
-        self._at = time.monotonic() + seconds
-        self.hit = False
-
-    def passed(self) -> bool:
-        self.hit = self.hit or time.monotonic() >= self._at
-        return self.hit
+        try:
+            return runner(self.location, sql, read_only, limits)
+        except MemoryError:  # the connection is closed (rolled back) on the way out
+            raise ExecutionLimitError(
+                "memory",
+                "the statement's result did not fit in memory and was stopped; nothing it did "
+                "was kept: narrow it, or lower the row limit (--max-rows N, max_rows=)",
+            ) from None
 
 
 def _no_attach(action: int, *_names: object) -> int:
@@ -166,16 +164,21 @@ def _no_attach(action: int, *_names: object) -> int:
 
 def _sqlite(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult:
     uri = f"{Path(path).resolve().as_uri()}?mode={'ro' if read_only else 'rw'}"
-    deadline = _Deadline(limits.timeout_s)
+    stopped = threading.Event()
     try:
         # isolation_level=None: our own BEGIN, also around statements Python would autocommit
         # (e.g. `WITH … DELETE … RETURNING`), so that a stopped statement is rolled back
         connection = sqlite3.connect(uri, uri=True, timeout=limits.timeout_s, isolation_level=None)
-        with closing(connection) as db:
+
+        def stop() -> None:
+            stopped.set()
+            connection.interrupt()
+
+        with closing(connection) as db, _interrupt_after(limits.timeout_s, stop):
             if read_only:
                 db.execute("PRAGMA query_only = 1")  # beside mode=ro: no write through any path
             db.set_authorizer(_no_attach)
-            db.set_progress_handler(deadline.passed, _SQLITE_PROGRESS_STEPS)
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             db.execute("BEGIN")
             cursor = db.execute(sql)
             rows = limits.within(cursor.fetchmany(limits.fetch)) if cursor.description else []
@@ -184,8 +187,14 @@ def _sqlite(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult
             db.execute("COMMIT")  # only now: closing without it rolls back
             return result
     except sqlite3.Error as exc:
-        if deadline.hit:
+        if stopped.is_set():
             raise limits.time_error() from None
+        if exc.sqlite_errorcode == sqlite3.SQLITE_TOOBIG:
+            raise ExecutionLimitError(
+                "value",
+                f"the statement made or read a value longer than {MAX_VALUE_BYTES:,} bytes (the "
+                "value limit) and was stopped; nothing it did was kept: narrow it",
+            ) from None
         raise DatabaseError(f"SQLite: {exc}") from None
 
 

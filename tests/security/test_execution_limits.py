@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gridrail import database
 from gridrail.cli import main
 from gridrail.database import (
     DEFAULT_MAX_ROWS,
@@ -149,6 +150,45 @@ def test_sqlite_a_stopped_write_keeps_nothing(hr_copy: Path) -> None:
     )
     _assert_row_limit(hr_copy, delete_all, 1, read_only=False, max_rows=1)
     assert _sqlite_rows(hr_copy, "SELECT * FROM orders ORDER BY id") == before
+
+
+# Session 37's review: one instruction could take most of a second (`hex(zeroblob(50000000))`),
+# and the deadline was checked every 1,000 instructions, so a statement over a few hundred rows
+# ran 26 s past a 1 s limit; a row of a few such values exhausted memory within the row limit.
+SLOW_STEPS = (
+    "SELECT max(length(hex(zeroblob(5000000 + e.id + f.id)))) "
+    "FROM employees AS e, employees AS f, employees AS g, employees AS h;"
+)
+
+
+def test_sqlite_slow_instructions_are_stopped_at_the_deadline(hr_copy: Path) -> None:
+    _assert_time_limit(hr_copy, SLOW_STEPS)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT max(length(hex(zeroblob(50000000 + e.id)))) FROM employees AS e;",
+        "SELECT hex(zeroblob(300000000 + id)), hex(zeroblob(300000000)) FROM employees LIMIT 1;",
+        "SELECT group_concat(hex(zeroblob(2000000))) FROM employees AS e, employees AS f;",
+    ],
+)
+def test_sqlite_values_are_bounded(hr_copy: Path, sql: str) -> None:
+    with pytest.raises(ExecutionLimitError, match="value longer than 16,777,216 bytes") as caught:
+        Database.open(str(hr_copy)).execute(sql, timeout_s=WATCHDOG_S)
+    assert caught.value.limit == "value"
+
+
+def test_running_out_of_memory_is_an_execution_limit(
+    hr_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def exhausted(*_: object) -> list:
+        raise MemoryError
+
+    monkeypatch.setattr(database, "_result", exhausted)
+    with pytest.raises(ExecutionLimitError, match="did not fit in memory") as caught:
+        Database.open(str(hr_copy)).execute("SELECT id FROM employees;")
+    assert caught.value.limit == "memory"
 
 
 def test_sqlite_read_only_roles_run_query_only(hr_copy: Path) -> None:
