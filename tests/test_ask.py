@@ -345,6 +345,25 @@ def test_a_candidate_stopped_for_ranking_runs_with_the_full_limit_when_none_ran(
     assert alone.result.rows == ((8**8,),) and not alone.candidates[0].stopped_early
 
 
+def test_no_statement_runs_past_the_answers_deadline() -> None:
+    # session 37's review: a stopped candidate ran again with the full time limit after the
+    # deadline (the service held the model's lock that long)
+    db = Database.open(str(HR_DB))
+    answer = ask(
+        "q", _guide("analyst"), _scripted(SLOW, per_call=True), database=db,
+        deadline=time.monotonic() - 1, repair=False,
+    )  # fmt: skip
+    (alone,) = answer.candidates
+    assert not alone.runs and alone.error == "not run: the answer's deadline had passed"
+    answer = ask(
+        "q", _guide("analyst"), _scripted(SLOW, "SELECT name FROM orders;", per_call=True),
+        candidates=2, database=db, ranking_timeout_s=0.05, repair=False,
+        deadline=time.monotonic() + 0.5,
+    )  # fmt: skip
+    slow, _ = answer.candidates  # stopped for ranking, then again at the deadline
+    assert not slow.runs and slow.error.endswith("or the answer's deadline")
+
+
 def test_a_clean_answer_that_does_not_run_gets_the_retry_with_the_database_error() -> None:
     seen: list[list[str]] = []
     db = Database.open(str(HR_DB))

@@ -167,6 +167,31 @@ def test_check_gives_the_roles_verdict(client: TestClient, keys) -> None:
     assert verdict("SELECT amount FROM salaries;", keys["auditor"])["verdict"] == "clean"
 
 
+def test_checks_on_duckdb_are_judged_by_its_binder(keys, tmp_path: Path) -> None:
+    # session 37's review: the service never built the database's judge, so /v1/check called
+    # `SELECT "e" FROM employees AS e` clean for the analyst, and DuckDB returns the whole row,
+    # salary included
+    import duckdb
+
+    lines = (EXAMPLES / "hr.sql").read_text().splitlines()
+    script = "\n".join(line for line in lines if not line.startswith("--"))
+    path = tmp_path / "hr.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        for statement in (s for s in script.split(";") if s.strip()):
+            conn.execute(statement)
+    sql = 'SELECT "e" FROM employees AS e;'
+    with duckdb.connect(str(path), read_only=True) as conn:
+        assert "salary" in str(conn.execute(sql).fetchone()[0])
+    client = TestClient(create_app(_service(path, keys["path"], tmp_path)))
+    r = client.post("/v1/check", json={"sql": sql}, headers=_as(keys["analyst"]))
+    assert r.status_code == 200, r.text
+    assert r.json()["verdict"] == "violations"
+    assert [v["kind"] for v in r.json()["violations"]] == ["database_denied"]
+    clean = client.post("/v1/check", json={"sql": "SELECT name FROM employees;"},
+                        headers=_as(keys["analyst"]))  # fmt: skip
+    assert clean.json()["verdict"] == "clean"
+
+
 def test_malformed_and_oversized_bodies(client: TestClient, keys) -> None:
     headers = {**_as(keys["analyst"]), "Content-Type": "application/json"}
     r = client.post("/v1/check", content=b"{not json", headers=headers)
@@ -244,6 +269,19 @@ def test_an_injected_question_cannot_leave_the_roles_language(
     assert sql.upper().lstrip().startswith("SELECT") and "DROP" not in sql.upper()
     with closing(sqlite3.connect(hr_db)) as db:
         assert db.execute("SELECT count(*) FROM orders").fetchone() == before
+
+
+def test_metrics_count_routes_never_the_paths_sent(client: TestClient, keys) -> None:
+    # session 37's review: each unauthenticated or oversized request to a new path added a
+    # series labelled with the path as sent (unescaped: `"} 1…` broke the whole scrape)
+    for n in range(50):
+        client.get(f"/v1/audit/{n}%22%7D%201")
+        client.post(f"/x{n}", headers={"Content-Length": "999999999"})
+    series = [x for x in client.get("/metrics").text.splitlines() if x.startswith("gridrail_req")]
+    assert series == [
+        'gridrail_requests_total{endpoint="/v1/audit/{audit_id}",outcome="unauthenticated"} 50',
+        'gridrail_requests_total{endpoint="other",outcome="too_large"} 50',
+    ]
 
 
 def test_metrics_and_the_openapi_document(client: TestClient, keys) -> None:

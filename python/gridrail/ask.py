@@ -196,8 +196,9 @@ def ask(
     tables (`prompt.worked_examples`, those the language holds). `on_token` is told the
     token count as it grows; `on_repair` the problems that triggered the retry. With
     `deadline` (a `time.monotonic()` instant), a generation running when it passes is ended
-    with the shortest completion (stop "deadline"), and no further candidate nor the retry is
-    generated (`Answer.skipped`); the first candidate is always generated."""
+    with the shortest completion (stop "deadline"), no further candidate nor the retry is
+    generated (`Answer.skipped`), and no statement runs past it (one not run by then is not
+    run); the first candidate is always generated."""
     if signing_key is not None and not audit:
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
@@ -223,7 +224,7 @@ def ask(
             guide, model, prompt_messages, max_tokens, judge, audit, signing_key, chooser,
             loop_guard, on_token, deadline,
         )  # fmt: skip
-        return _run(Candidate(made), runs_on, limit_s, max_rows, timeout_s)
+        return _run(Candidate(made), runs_on, _within(limit_s, deadline), max_rows, timeout_s)
 
     answer = Answer(question)
     for k in range(candidates):
@@ -240,7 +241,7 @@ def ask(
     best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
     if runs_on is not None and (best is None or not best.runs):
         for stopped in [c for c in answer.candidates if c.stopped_early]:
-            if _run(stopped, runs_on, timeout_s, max_rows, timeout_s).runs:
+            if _run(stopped, runs_on, _within(timeout_s, deadline), max_rows, timeout_s).runs:
                 best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
                 break
     wants_repair = repair and (best is None or (runs_on is not None and not best.runs))
@@ -370,19 +371,30 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
+def _within(limit_s: float, deadline: float | None) -> float | None:
+    """A statement's time limit that ends by the deadline too (None: it has passed)."""
+    if deadline is None:
+        return limit_s
+    left = deadline - time.monotonic()
+    return min(limit_s, left) if left > 0 else None
+
+
 def _run(
     candidate: Candidate,
     database: Database | None,
-    limit_s: float,
+    limit_s: float | None,
     max_rows: int,
     timeout_s: float,
 ) -> Candidate:
     """The candidate, executed read-only within `limit_s` when it is clean and a database is
-    given; `timeout_s` is the answer's own limit (a stop below it is `stopped_early`)."""
+    given (None: the answer's deadline has passed, so it is not); `timeout_s` is the answer's
+    own limit (a stop below it is `stopped_early`)."""
     attempt = candidate.attempt
     candidate.stopped_early = False
     if attempt.violations:
         candidate.error = "not run: " + "; ".join(v.message for v in attempt.violations)
+    elif database is not None and limit_s is None:
+        candidate.error = "not run: the answer's deadline had passed"
     elif database is not None:
         try:
             candidate.result = database.execute(
@@ -393,7 +405,7 @@ def _run(
             candidate.stopped_early = exc.limit == "time" and limit_s < timeout_s
             candidate.error = (
                 f"stopped after {limit_s:g} s, the limit for ranking candidates (another "
-                "candidate ran)"
+                "candidate ran) or the answer's deadline"
                 if candidate.stopped_early
                 else str(exc)
             )

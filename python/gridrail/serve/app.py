@@ -32,9 +32,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
-from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_MAX_TOKENS, ask
+from gridrail.ask import DEFAULT_CANDIDATES, DEFAULT_MAX_TOKENS, ask, database_judge
 from gridrail.audit import AuditLog
+from gridrail.check.checker import Violation
 from gridrail.database import Database
 from gridrail.errors import GridrailError, UsageError
 from gridrail.grammar.model import Grammar
@@ -133,6 +135,7 @@ class Service:
         # one guide per (kind, role, catalog fingerprint), built once (single-flight) and kept
         # warm, so its caches serve later requests; a new catalog rolls the role's guide over
         self.guides = Registry(capacity=GUIDES_HELD, failure_ttl=0)
+        self.judges = Registry(capacity=GUIDES_HELD, failure_ttl=0)  # the database's, per guide
 
     @property
     def schema(self) -> Schema:
@@ -157,6 +160,19 @@ class Service:
             profile=GenerationProfile(),
             gamma=binds_names(select_role(self.policy, role), None, default=True),
         ))  # fmt: skip
+
+    def judge(self, guide: Guide) -> Callable[[str], list[Violation]] | None:
+        """The database's own judge of the guide's view, as `gridrail ask` judges with it
+        (`database_judge`: DuckDB's binder, PostgreSQL's privilege check; None on SQLite, whose
+        binder judges inside `guide.check`), built once per role and catalog. A JudgeError
+        when it cannot be set up: the request then fails, and nothing unjudged runs."""
+        view = guide.view
+        assert view is not None and view.role is not None
+        key = (view.role.name, view.schema.fingerprint)
+        self.judges.rollover(view.role.name, key)
+        return self.judges.get(
+            key, lambda: database_judge(self.database, view, self.policy.fingerprint)
+        )
 
     def _guide(self, kind: str, role: str, build: Callable[[Schema], Guide]) -> Guide:
         schema = self.schema
@@ -258,9 +274,8 @@ class Metrics:
                 "# TYPE gridrail_requests_total counter",
             ]
             for (endpoint, outcome), n in sorted(self.requests.items()):
-                lines.append(
-                    f'gridrail_requests_total{{endpoint="{endpoint}",outcome="{outcome}"}} {n}'
-                )
+                labels = f'endpoint="{_label(endpoint)}",outcome="{_label(outcome)}"'
+                lines.append(f"gridrail_requests_total{{{labels}}} {n}")
             for name, value in sorted(self.sums.items()):
                 lines += [f"# TYPE gridrail_{name} counter", f"gridrail_{name} {value}"]
             name = "gridrail_guard_ms_per_token"
@@ -276,6 +291,11 @@ class Metrics:
                 f"{name}_count {self.guard_count}",
             ]
         return "\n".join(lines + _cache_lines(caches, guides)) + "\n"
+
+
+def _label(value: str) -> str:
+    """A label value as the Prometheus text format escapes it."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _cache_lines(caches: dict[str, CacheStats], guides: RegistryStats) -> list[str]:
@@ -320,16 +340,25 @@ def create_app(service: Service) -> FastAPI:
     )
     app.state.service = service
 
+    def endpoint(request: Request) -> str:
+        """The route a request is counted under: its path template (`/v1/audit/{audit_id}`),
+        "other" where none matches — never the path as sent, which would grow the metrics
+        without bound and write the caller's bytes into them."""
+        for route in app.routes:
+            if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
+                return getattr(route, "path", "other")
+        return "other"
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         request.state.outcome = exc.code
-        service.metrics.count(request.url.path, exc.code)
+        service.metrics.count(endpoint(request), exc.code)
         return _error(exc.status, exc.code, exc.message, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
         request.state.outcome = "malformed"
-        service.metrics.count(request.url.path, "malformed")
+        service.metrics.count(endpoint(request), "malformed")
         what = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _error(422, "malformed", f"the request body is not what this endpoint takes: {what}")
 
@@ -337,7 +366,7 @@ def create_app(service: Service) -> FastAPI:
     async def store_down(request: Request, exc: AuditStoreError) -> JSONResponse:
         # the operator's store refused (a server restarting, a full disk): try again later
         request.state.outcome = "unavailable"
-        service.metrics.count(request.url.path, "unavailable")
+        service.metrics.count(endpoint(request), "unavailable")
         LOG.error("request %s: %s", getattr(request.state, "id", "?"), exc)
         return _error(
             503,
@@ -351,14 +380,14 @@ def create_app(service: Service) -> FastAPI:
     async def unanswerable(request: Request, exc: GridrailError) -> JSONResponse:
         # what gridrail refuses to do for this request (a prompt past the model's context, ...)
         request.state.outcome = "unanswerable"
-        service.metrics.count(request.url.path, "unanswerable")
+        service.metrics.count(endpoint(request), "unanswerable")
         return _error(422, "unanswerable", str(exc))
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         # a defect, not the caller's doing: logged with the request id, answered as JSON
         request.state.outcome = "internal"
-        service.metrics.count(request.url.path, "internal")
+        service.metrics.count(endpoint(request), "internal")
         LOG.exception("request %s failed", getattr(request.state, "id", "?"))
         return _error(500, "internal", f"gridrail failed on this request ({type(exc).__name__})")
 
@@ -409,7 +438,7 @@ def create_app(service: Service) -> FastAPI:
                 request._body = body  # the endpoint reads the body already received
         if too_big:
             request.state.outcome = "too_large"
-            service.metrics.count(request.url.path, "too_large")
+            service.metrics.count(endpoint(request), "too_large")
             return _error(
                 413, "too_large", f"the request body is over {service.max_body_bytes} bytes"
             )
@@ -477,7 +506,11 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/check")
     def check(request: Request, body: CheckRequest, found=Depends(caller)) -> dict:  # noqa: B008
         role = acting_role(found)
-        violations = service.checking_guide(role).check(body.sql)
+        guide = service.checking_guide(role)
+        violations = guide.check(body.sql)
+        judge = service.judge(guide)
+        if not violations and judge is not None:  # the judge vouches for what the checker passed
+            violations = judge(body.sql)
         verdict = "clean"
         if violations:
             outside = any(v.kind == "outside_language" for v in violations)
@@ -495,6 +528,7 @@ def create_app(service: Service) -> FastAPI:
                 503, "no_model", "this server was started without a model: /v1/check only"
             )
         guide = service.asking_guide(role)
+        judge = service.judge(guide)  # before the model's lock: PostgreSQL's may be provisioned
         writes = bool(guide.view.role.statements - {"select"})
         candidates = body.candidates or (1 if writes else DEFAULT_CANDIDATES)
         if writes and candidates > 1:
@@ -517,7 +551,7 @@ def create_app(service: Service) -> FastAPI:
             answer = ask(
                 body.question, guide, service.model, max_tokens=body.max_tokens,
                 candidates=candidates, database=service.database, run=not writes,
-                deadline=deadline,
+                deadline=deadline, judge=judge,
             )  # fmt: skip
         finally:
             service.model_lock.release()
@@ -567,7 +601,7 @@ def create_app(service: Service) -> FastAPI:
         if record is None:
             raise ApiError(404, "not_found", f"no audit record {audit_id!r}")
         record["steps"] = _steps(record["logs"], service.model)
-        service.metrics.count("/v1/audit", "read")
+        service.metrics.count("/v1/audit/{audit_id}", "read")
         request.state.outcome = "read"
         return record
 
