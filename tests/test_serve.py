@@ -448,6 +448,50 @@ def test_every_stored_answer_verifies_from_the_command_line(client: TestClient, 
     assert main(["audit", "verify", "--store", store + ".absent"], io.StringIO()) == 2
 
 
+def test_a_stored_answers_fields_are_bound_to_its_logs(client: TestClient, keys) -> None:
+    # session 37's review: principal, role, question and SQL were outside every hash (edited,
+    # the record still verified), and a row with no log at all verified
+    r = client.post("/v1/ask", json={"question": "How many orders?"}, headers=_as(keys["analyst"]))
+    audit_id = r.json()["audit_id"]
+    service = client.app.state.service
+    assert service.store.get(audit_id)["verified"] and service.store.verify_all() == (1, [])
+    store = service.store.location
+    with closing(sqlite3.connect(store)) as db, db:
+        row = list(db.execute("SELECT * FROM answers WHERE id = ?", (audit_id,)).fetchone())
+        db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   ["forged", *row[1:5], "SELECT * FROM salaries;", 1, "[]", row[8]])  # fmt: skip
+    for column, value in (("role", "auditor"), ("principal", "audrey"), ("sql", "SELECT 1;")):
+        with closing(sqlite3.connect(store)) as db, db:
+            before = db.execute(f"SELECT {column} FROM answers WHERE id = ?", (audit_id,))
+            (kept,) = before.fetchone()
+            db.execute(f"UPDATE answers SET {column} = ? WHERE id = ?", (value, audit_id))
+        record = service.store.get(audit_id)
+        assert not record["verified"] and "digest does not match" in record["problem"]
+        count, bad = service.store.verify_all()
+        assert count == 2 and dict(bad).keys() == {audit_id, "forged"}
+        assert dict(bad)["forged"].startswith("no audit log")
+        with closing(sqlite3.connect(store)) as db, db:
+            db.execute(f"UPDATE answers SET {column} = ? WHERE id = ?", (kept, audit_id))
+    assert service.store.get(audit_id)["verified"]
+    r = client.get(f"/v1/audit/{audit_id}", headers=_as(keys["auditor"]))
+    assert r.status_code == 200 and r.json()["verified"] is True
+
+
+def test_a_store_without_digests_gains_the_column_and_fails_to_verify(
+    client: TestClient, keys
+) -> None:
+    r = client.post("/v1/ask", json={"question": "How many orders?"}, headers=_as(keys["analyst"]))
+    store = client.app.state.service.store.location
+    with closing(sqlite3.connect(store)) as db, db:
+        columns = "id, created, principal, role, question, sql, ran, logs"  # an older store's
+        db.execute(f"CREATE TABLE old AS SELECT {columns} FROM answers")
+        db.execute("DROP TABLE answers")
+        db.execute("ALTER TABLE old RENAME TO answers")
+    count, bad = AuditStore(store).verify_all()
+    assert count == 1 and bad == [(r.json()["audit_id"], bad[0][1])]
+    assert bad[0][1].startswith("stored without a digest")
+
+
 def test_one_json_log_line_per_request_names_the_principal_never_the_key(
     client: TestClient, keys, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -2,7 +2,9 @@
 one row per request, in a SQLite file (WAL) or, when the location is a PostgreSQL DSN, in a
 PostgreSQL database that several replicas of `gridrail serve` share. Each answer is written in
 one transaction with the artifacts its logs name, so a crash leaves a request either whole or
-absent, and a stored log always replays. Reading a record back verifies each log's hash chain.
+absent, and a stored log always replays. Reading a record back verifies each log's hash chain
+and the answer's digest, which binds its fields (who asked, as which role, what, the SQL) to
+its logs.
 
 The artifacts (grammar, vocabulary, lexicons, names) are archived once, content-addressed, in
 the store's `artifacts` table: the rows the archive directory of `gridrail.archive` holds as
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from gridrail.archive import artifact_texts, write_artifact
 from gridrail.ask import Answer
 from gridrail.audit import AuditError, AuditLog, replay, verify
+from gridrail.canonical import fingerprint_of
 from gridrail.database import is_postgres_dsn
 from gridrail.errors import GridrailError
 
@@ -41,7 +44,8 @@ TABLES = (
     question TEXT NOT NULL,
     sql TEXT NOT NULL,
     ran INTEGER NOT NULL,
-    logs TEXT NOT NULL  -- JSON: per attempt, its log's lines (records, then the seal)
+    logs TEXT NOT NULL,  -- JSON: per attempt, its log's lines (records, then the seal)
+    digest TEXT NOT NULL DEFAULT ''  -- `answer_digest`: binds the other fields to the logs
 )""",
     """CREATE TABLE IF NOT EXISTS artifacts (
     name TEXT NOT NULL,
@@ -56,7 +60,9 @@ TABLES = (
     updated DOUBLE PRECISION NOT NULL  -- seconds since the epoch
 )""",
 )
-COLUMNS = ("id", "created", "principal", "role", "question", "sql", "ran", "logs")
+COLUMNS = ("id", "created", "principal", "role", "question", "sql", "ran", "logs", "digest")
+# a store written before answers had digests gains the column (its rows then fail to verify)
+ADD_DIGEST = "ALTER TABLE answers ADD COLUMN digest TEXT NOT NULL DEFAULT ''"
 
 
 class AuditStoreError(GridrailError):
@@ -97,7 +103,7 @@ class AuditStore:
         `guide`'s artifacts not stored yet, in one transaction; its id."""
         audit_id = uuid.uuid4().hex
         logs = [a.generation.audit.lines() for a in answer.attempts if a.generation.audit]
-        row = (
+        fields = (
             audit_id,
             datetime.now(UTC).isoformat(timespec="milliseconds"),
             principal,
@@ -105,8 +111,8 @@ class AuditStore:
             answer.question,
             answer.sql,
             int(answer.result is not None),
-            json.dumps(logs),
         )
+        row = (*fields, json.dumps(logs), answer_digest(fields, logs))
         fingerprints = {n: fp for n, fp in guide.artifacts().items() if fp}
         with self._lock:
             new = {n: fp for n, fp in fingerprints.items() if (n, fp) not in self._archived}
@@ -156,23 +162,20 @@ class AuditStore:
         )
         if not rows:
             return None
+        why = _row_failure(rows[0])
         record = dict(zip(COLUMNS, rows[0], strict=True))
         record["ran"] = bool(record["ran"])
         record["logs"] = json.loads(record["logs"])
-        record["verified"] = all(_failure(lines) is None for lines in record["logs"])
+        record["verified"] = why is None
+        if why is not None:
+            record["problem"] = why
         return record
 
     def verify_all(self) -> tuple[int, list[tuple[str, str]]]:
-        """How many stored answers there are, and (id, why) for each whose logs do not all
-        verify."""
-        rows = self._query("SELECT id, logs FROM answers ORDER BY created, id")
-        bad = []
-        for audit_id, logs in rows:
-            for n, lines in enumerate(json.loads(logs), 1):
-                why = _failure(lines)
-                if why is not None:
-                    bad.append((audit_id, f"log {n}: {why}"))
-                    break
+        """How many stored answers there are, and (id, why) for each that does not verify:
+        its logs' chains, and its fields bound to them (`answer_digest`)."""
+        rows = self._query(f"SELECT {', '.join(COLUMNS)} FROM answers ORDER BY created, id")
+        bad = [(row[0], why) for row in rows if (why := _row_failure(row)) is not None]
         return len(rows), bad
 
     def export(self, audit_id: str, directory: str | Path) -> list[Path]:
@@ -221,6 +224,35 @@ class AuditStore:
             return self._db.query(sql, params)
 
 
+def answer_digest(fields: Sequence[object], logs: Sequence[Sequence[str]]) -> str:
+    """BLAKE2b-128 of a stored answer's fields (id, created, principal, role, question, SQL,
+    whether it ran) and each of its logs' seal hash, which commits to the log's every record:
+    an answer's fields cannot be edited, nor its logs swapped, without recomputing it. (Like an
+    unsigned log's chain it is unkeyed: it shows a row is self-consistent, not who wrote it.)"""
+    seals = [json.loads(lines[-1]).get("hash") if lines else None for lines in logs]
+    return fingerprint_of([list(fields), seals], prefix=b"gridrail-answer-v1:")
+
+
+def _row_failure(row: Sequence[Any]) -> str | None:
+    """Why a stored answer (a row of COLUMNS) does not verify, or None."""
+    *fields, logs_text, digest = row
+    logs = json.loads(logs_text)
+    if not logs:
+        return "no audit log: every answer is stored with its generations' logs"
+    for n, lines in enumerate(logs, 1):
+        why = _failure(lines)
+        if why is not None:
+            return f"log {n}: {why}"
+    if digest != answer_digest(fields, logs):
+        return (
+            "its fields (principal, role, question, SQL, time) or its logs are not those it "
+            "was stored with: the answer's digest does not match"
+            if digest
+            else "stored without a digest (an older gridrail): its fields are not bound to its logs"
+        )
+    return None
+
+
 def _failure(lines: list[str]) -> str | None:
     """Why the log of `lines` does not verify, or None."""
     try:
@@ -245,6 +277,9 @@ class _Sqlite:
             self._db.execute("PRAGMA synchronous = FULL")
             for table in TABLES:
                 self._db.execute(table)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(answers)")}
+            if "digest" not in columns:
+                self._db.execute(ADD_DIGEST)
         except sqlite3.Error as exc:
             raise AuditStoreError(f"{path}: the audit store cannot be opened: {exc}") from None
 
@@ -292,6 +327,7 @@ class _Postgres:
             run("SELECT pg_advisory_xact_lock(hashtext('gridrail audit store'))")
             for table in TABLES:
                 run(table)
+            run(ADD_DIGEST.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"))
 
     def _connect(self):
         try:
