@@ -249,6 +249,43 @@ def test_the_chosen_candidate_is_clean_runs_and_returns_rows() -> None:
         assert mode["reason"] == c.reason
 
 
+def test_counts_of_one_row_groups_rank_as_no_rows() -> None:
+    # the demo's question answered `SELECT count(*) … GROUP BY id, name, dept`: 8 rows of 1
+    answers = (
+        "SELECT count(*) AS n FROM employees GROUP BY id, name, dept;",
+        "SELECT dept, count(*) FROM employees GROUP BY dept;",
+    )
+    db = Database.open(str(HR_DB))
+    answer = ask("q", _guide("analyst"), _scripted(*answers, per_call=True), candidates=2,
+                 database=db)  # fmt: skip
+    grouped, per_dept = answer.candidates
+    assert grouped.one_row_groups and not per_dept.one_row_groups
+    assert per_dept.chosen and answer.sql == answers[1]
+    assert grouped.reason.startswith("not chosen: runs (8 rows, each a count of one row)")
+
+
+@pytest.mark.parametrize(
+    "sql, flagged",
+    [
+        ("SELECT count(*) FROM employees GROUP BY id;", True),
+        ("SELECT id, count(DISTINCT dept) AS n FROM employees GROUP BY id;", True),
+        ("SELECT count(*) FROM employees;", False),  # one row
+        ("SELECT dept, count(*) FROM employees GROUP BY dept;", False),  # groups of several
+        ("SELECT count(*) + 0 FROM employees GROUP BY id;", False),  # not a count itself
+        ("SELECT id FROM employees GROUP BY id;", False),  # no count
+        ("SELECT count(*) FROM employees GROUP BY id UNION ALL SELECT 1;", False),  # compound
+    ],
+)
+def test_one_row_groups_are_a_grouped_count_of_ones(sql: str, flagged: bool) -> None:
+    from gridrail.ask import Attempt, Candidate, _run
+
+    guide = _guide("auditor")
+    assert guide.check(sql) == [], sql
+    attempt = Attempt(sql, [], None, 0)  # type: ignore[arg-type]
+    ran = _run(Candidate(attempt), guide.compiled, Database.open(str(HR_DB)), 5.0, 100, 5.0)
+    assert ran.runs and ran.one_row_groups is flagged
+
+
 def test_a_passed_deadline_ends_the_answer_with_what_it_has() -> None:
     """The first candidate is always generated (ended at once with the shortest completion of
     its exact mask); no further candidate, nor the retry, starts; the log says "deadline"."""

@@ -43,9 +43,11 @@ from gridrail.decode.logits import Sampler
 from gridrail.decode.loop import Generation, generate, seal_generation
 from gridrail.decode.repetition import LoopGuard
 from gridrail.errors import GridrailError, JudgeError, UsageError
+from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.guide import Guide
 from gridrail.linking import TableIndex, link_tables
 from gridrail.models import LanguageModel
+from gridrail.parse.tree import Tree, parse_tree
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 from gridrail.prompt import (
@@ -102,6 +104,7 @@ class Candidate:
     chosen: bool = False
     reason: str = ""  # why it was or was not chosen (sealed into its audit log)
     stopped_early: bool = False  # stopped at the ranking limit, below the answer's time limit
+    one_row_groups: bool = False  # its rows count groups of one row each (`_one_row_groups`)
 
     @property
     def runs(self) -> bool:
@@ -224,7 +227,8 @@ def ask(
             guide, model, prompt_messages, max_tokens, judge, audit, signing_key, chooser,
             loop_guard, on_token, deadline,
         )  # fmt: skip
-        return _run(Candidate(made), runs_on, _within(limit_s, deadline), max_rows, timeout_s)
+        limit = _within(limit_s, deadline)
+        return _run(Candidate(made), guide.compiled, runs_on, limit, max_rows, timeout_s)
 
     answer = Answer(question)
     for k in range(candidates):
@@ -241,7 +245,8 @@ def ask(
     best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
     if runs_on is not None and (best is None or not best.runs):
         for stopped in [c for c in answer.candidates if c.stopped_early]:
-            if _run(stopped, runs_on, _within(timeout_s, deadline), max_rows, timeout_s).runs:
+            limit = _within(timeout_s, deadline)
+            if _run(stopped, guide.compiled, runs_on, limit, max_rows, timeout_s).runs:
                 best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
                 break
     wants_repair = repair and (best is None or (runs_on is not None and not best.runs))
@@ -381,6 +386,7 @@ def _within(limit_s: float, deadline: float | None) -> float | None:
 
 def _run(
     candidate: Candidate,
+    compiled: CompiledGrammar,
     database: Database | None,
     limit_s: float | None,
     max_rows: int,
@@ -388,7 +394,7 @@ def _run(
 ) -> Candidate:
     """The candidate, executed read-only within `limit_s` when it is clean and a database is
     given (None: the answer's deadline has passed, so it is not); `timeout_s` is the answer's
-    own limit (a stop below it is `stopped_early`)."""
+    own limit (a stop below it is `stopped_early`). `compiled` parses what it returned."""
     attempt = candidate.attempt
     candidate.stopped_early = False
     if attempt.violations:
@@ -401,6 +407,7 @@ def _run(
                 attempt.sql, read_only=True, timeout_s=limit_s, max_rows=max_rows
             )
             candidate.error = None
+            candidate.one_row_groups = _one_row_groups(compiled, candidate)
         except ExecutionLimitError as exc:
             candidate.stopped_early = exc.limit == "time" and limit_s < timeout_s
             candidate.error = (
@@ -414,9 +421,41 @@ def _run(
     return candidate
 
 
+def _one_row_groups(compiled: CompiledGrammar, candidate: Candidate) -> bool:
+    """Whether the candidate's rows (two or more) count groups that each hold one row: a
+    single SELECT with GROUP BY whose `count(…)` column is 1 on every row. It groups by a key
+    no two rows share (`GROUP BY id, name, dept`), so it answers no "how many per" question
+    (22 of 1,600 candidates of the 200 Spider training questions, none of them right:
+    bench/RESULTS.md, "Session 37"). A grammar without these rules never says so."""
+    result = candidate.result
+    if result is None or len(result.rows) < 2:
+        return False
+    statement = parse_tree(compiled, candidate.attempt.sql).child("select_stmt")
+    core = statement.child("select_core") if statement is not None else None
+    columns = core.child("result_columns") if core is not None else None
+    if columns is None or core.child("group_by_clause") is None:
+        return False
+    items = columns.trees()
+    if len(items) != len(result.columns):  # a `*` among them: positions unknown
+        return False
+    return any(
+        _is_count(item) and all(row[i] == 1 for row in result.rows) for i, item in enumerate(items)
+    )
+
+
+def _is_count(item: Tree) -> bool:
+    """Is the result column `item` a `count(…)` call (no more: not `count(*) + 1`)?"""
+    call = item.child("function_call") if item.label == "expr_column" else None
+    arguments = call.trees()[0] if call is not None and call.trees() else None
+    if arguments is None or arguments.label not in ("aggregate_arguments", "distinct_argument"):
+        return False
+    return bool(arguments.terminals("COUNT_OPEN"))
+
+
 # what `_choose` compares, in order. A statement the model ended ranks above one with rows:
 # with rows first, 4 of 40 Spider training answers at K = 8 were unfinished statements (the
-# reserve wrote their end) where a finished one ran (bench/RESULTS.md, "Session 9")
+# reserve wrote their end) where a finished one ran (bench/RESULTS.md, "Session 9"); rows that
+# count groups of one row each rank as no rows
 RANKING = ("runs", "ended", "rows", "agree", "coverage")
 
 
@@ -424,16 +463,17 @@ def candidate_features(
     candidates: Sequence[Candidate], coverage: Callable[[str], float]
 ) -> list[dict[str, object]]:
     """Per candidate, what `_choose` ranks it by (`RANKING`) and whether it is clean: it runs,
-    returns rows, the model ended it (not the budget reserve), how many clean candidates'
-    results agree with its own, how much of the question its names speak to, and the model's
-    mean log-probability of the tokens it chose (`Generation.confidence`)."""
+    returns rows (not only counts of one-row groups: `_one_row_groups`), the model ended it
+    (not the budget reserve), how many clean candidates' results agree with its own, how much
+    of the question its names speak to, and the model's mean log-probability of the tokens it
+    chose (`Generation.confidence`)."""
     clean = [c for c in candidates if not c.attempt.violations]
     agreement = Counter(_result_key(c.result) for c in clean if c.runs)
     return [
         {
             "clean": not c.attempt.violations,
             "runs": c.runs,
-            "rows": bool(c.result and c.result.rows),
+            "rows": bool(c.result and c.result.rows) and not c.one_row_groups,
             "ended": c.attempt.generation.stop == "eos",
             "agree": agreement[_result_key(c.result)] if c.runs else 0,
             "coverage": coverage(c.attempt.sql) if c.runs else 0.0,
@@ -446,9 +486,10 @@ def candidate_features(
 def _choose(candidates: Sequence[Candidate], coverage: Callable[[str], float]) -> Candidate | None:
     """The best clean candidate: one that runs over one that does not, one the model ended
     over one whose end the budget reserve wrote (the model did not finish its statement), one
-    that returns rows over an empty result, then the result more candidates agree on, then the
-    one whose names speak to more of the question (`coverage`: `TableIndex.coverage`), then
-    the earliest (the greedy one first). None when no candidate is clean."""
+    that returns rows over an empty result (or counts of one-row groups), then the result more
+    candidates agree on, then the one whose names speak to more of the question (`coverage`:
+    `TableIndex.coverage`), then the earliest (the greedy one first). None when no candidate
+    is clean."""
     features = candidate_features(candidates, coverage)
     clean = [i for i, f in enumerate(features) if f["clean"]]
     if not clean:
@@ -486,7 +527,8 @@ def _reason(c: Candidate, chosen: Candidate, chosen_number: int) -> str:
         return ("chosen although " if c.chosen else "not chosen: ") + f"violations ({what})"
     if c.runs:
         assert c.result is not None
-        ran = f"runs ({len(c.result.rows)} rows)"
+        groups = ", each a count of one row" if c.one_row_groups else ""
+        ran = f"runs ({len(c.result.rows)} rows{groups})"
     elif c.error is not None:
         ran = f"does not run ({c.error})"
     else:
