@@ -477,6 +477,41 @@ def test_a_stored_answers_fields_are_bound_to_its_logs(client: TestClient, keys)
     assert r.status_code == 200 and r.json()["verified"] is True
 
 
+def test_a_signing_service_signs_who_asked_into_every_seal(keys, hr_db, tmp_path: Path) -> None:
+    from gridrail.serve.store import answer_digest
+    from gridrail.signing import generate_key_pair, load_public_key, load_signing_key
+
+    key_path = tmp_path / "seal.key"
+    generate_key_pair(key_path)
+    service = _service(hr_db, keys["path"], tmp_path, signing_key=load_signing_key(key_path))
+    client = TestClient(create_app(service))
+    r = client.post("/v1/ask", json={"question": "How many orders?"}, headers=_as(keys["analyst"]))
+    audit_id = r.json()["audit_id"]
+    public = load_public_key(f"{key_path}.pub")
+    assert service.store.verify_all(public) == (1, [])
+    record = client.get(f"/v1/audit/{audit_id}", headers=_as(keys["auditor"])).json()
+    assert record["verified"] is True
+    seal = json.loads(record["logs"][0][-1])
+    assert seal["mode"]["asked_by"] == {"principal": "ana", "role": "analyst"}
+    assert seal["signed_by"]
+    store = service.store.location
+    out = io.StringIO()
+    assert main(["audit", "verify", "--store", store, "--public-key", f"{key_path}.pub"], out) == 0
+    # a forger who rewrites the row's role and recomputes its (unkeyed) digest is still caught
+    with closing(sqlite3.connect(store)) as db, db:
+        row = list(db.execute("SELECT * FROM answers WHERE id = ?", (audit_id,)).fetchone())
+        row[3] = "auditor"
+        digest = answer_digest(row[:7], json.loads(row[7]))
+        db.execute("UPDATE answers SET role = ?, digest = ? WHERE id = ?",
+                   ("auditor", digest, audit_id))  # fmt: skip
+    (bad,) = service.store.verify_all(public)[1]
+    assert "asked by 'ana' as 'analyst', the answer by 'ana' as 'auditor'" in bad[1]
+    other = tmp_path / "other.key"
+    generate_key_pair(other)
+    out = io.StringIO()
+    assert main(["audit", "verify", "--store", store, "--public-key", f"{other}.pub"], out) == 1
+
+
 def test_a_store_without_digests_gains_the_column_and_fails_to_verify(
     client: TestClient, keys
 ) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -168,6 +168,7 @@ def ask(
     judge: Callable[[str], list[Violation]] | None = None,
     audit: bool = True,
     signing_key: Ed25519PrivateKey | None = None,
+    asked_by: Mapping[str, str] | None = None,
     sampler: Sampler | None = None,
     candidate_temperature: float = DEFAULT_CANDIDATE_TEMPERATURE,
     candidate_top_p: float = DEFAULT_CANDIDATE_TOP_P,
@@ -186,7 +187,8 @@ def ask(
     within `timeout_s` / `max_rows` and the chosen one's rows are the answer's `result`;
     `candidates` > 1 needs that; each of them then runs within `ranking_timeout_s` (at most
     `timeout_s`), and those it stopped run again within `timeout_s` only if no candidate ran.
-    With `signing_key`, each generation's audit log is sealed with its signature. `judge`
+    With `signing_key`, each generation's audit log is sealed with its signature; `asked_by`
+    (who asked, as which role: `gridrail serve`'s principal) goes into every seal. `judge`
     (e.g. `PostgresJudge(...).judge`) judges each statement the checker passed;
     `database_judge` builds the one a database offers.
     `sampler` chooses the first candidate's tokens (default greedy); candidate k > 1 samples at
@@ -262,7 +264,7 @@ def ask(
         answer.repaired = True
         best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
     # no clean candidate at all: the last one (the retry, if any) is reported with its violations
-    _seal_choice(guide, answer.candidates, best or answer.candidates[-1])
+    _seal_choice(guide, answer.candidates, best or answer.candidates[-1], asked_by)
     return answer
 
 
@@ -505,8 +507,15 @@ def _result_key(result: QueryResult | None) -> object:
     return tuple(sorted(Counter(map(repr, result.rows)).items()))
 
 
-def _seal_choice(guide: Guide, candidates: Sequence[Candidate], chosen: Candidate) -> None:
-    """Mark the chosen candidate, give every candidate its reason, seal every audit log."""
+def _seal_choice(
+    guide: Guide,
+    candidates: Sequence[Candidate],
+    chosen: Candidate,
+    asked_by: Mapping[str, str] | None,
+) -> None:
+    """Mark the chosen candidate, give every candidate its reason, seal every audit log (with
+    `asked_by`, when given: chained and signed with the rest)."""
+    who = {"asked_by": dict(asked_by)} if asked_by is not None else {}
     chosen.chosen = True
     number = {id(c): i + 1 for i, c in enumerate(candidates)}
     for c in candidates:
@@ -518,6 +527,7 @@ def _seal_choice(guide: Guide, candidates: Sequence[Candidate], chosen: Candidat
             of=len(candidates),
             chosen=c.chosen,
             reason=c.reason,
+            **who,
         )
 
 

@@ -56,7 +56,10 @@ from gridrail.signing import (
 )
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 DEFAULT_GRAMMAR = "sqlite"
 
@@ -175,9 +178,9 @@ def _audit_failure(out: TextIO, path: str, exc: AuditError | ArchiveError) -> in
 def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
     if (args.log is None) == (args.store is None):
         raise UsageError("give one LOG or --store FILE|DSN")
-    if args.store is not None:
-        return _verify_store(args.store, out)
     public_key = load_public_key(args.public_key) if args.public_key else None
+    if args.store is not None:
+        return _verify_store(args.store, public_key, out)
     try:
         log = _read_log(args.log)
         verify(log, public_key)
@@ -197,12 +200,12 @@ def cmd_audit_verify(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _verify_store(location: str, out: TextIO) -> int:
+def _verify_store(location: str, public_key: Ed25519PublicKey | None, out: TextIO) -> int:
     from gridrail.serve.store import AuditStore
 
     store = AuditStore(location, create=False)
     try:
-        count, bad = store.verify_all()
+        count, bad = store.verify_all(public_key)
     finally:
         store.close()
     for audit_id, why in bad:
@@ -890,6 +893,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--no-model", action="store_true", help="serve /v1/check only (no /v1/ask)")
     s.add_argument(
+        "--signing-key", metavar="KEY",
+        help="sign every stored answer's audit seals with this Ed25519 key (`gridrail audit "
+        "keygen`); `audit verify --store … --public-key KEY.pub` checks them",
+        **env("signing-key", ""),
+    )  # fmt: skip
+    s.add_argument(
         "--requests-per-minute", type=int, metavar="N",
         help="requests a key may make per minute (default: 120); replicas sharing a PostgreSQL "
         "audit store share each key's limit", **env("requests-per-minute", "120"),
@@ -962,8 +971,9 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     policy = Policy.from_file(args.policy or _policy_beside(database))
     keys = KeyStore.read(args.keys)
     model = None if args.no_model else load_model(args.model or None, progress.say, args.runtime)
+    signing_key = load_signing_key(args.signing_key) if args.signing_key else None
     service = Service(
-        database, policy, keys, AuditStore(args.audit_store), model,
+        database, policy, keys, AuditStore(args.audit_store), model, signing_key,
         deadline_s=args.deadline_s, requests_per_minute=args.requests_per_minute,
     )  # fmt: skip
     requests = logging.getLogger("gridrail.serve")  # one JSON line per request, on stderr

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
@@ -101,6 +102,7 @@ class Service:
     keys: KeyStore
     store: AuditStore
     model: LanguageModel | None = None
+    signing_key: Ed25519PrivateKey | None = None  # signs every seal; the store checks it
     grammar: Grammar = field(default_factory=lambda: Grammar.bundled("sqlite"))
     requests_per_minute: int = REQUESTS_PER_MINUTE
     max_body_bytes: int = MAX_BODY_BYTES
@@ -551,7 +553,8 @@ def create_app(service: Service) -> FastAPI:
             answer = ask(
                 body.question, guide, service.model, max_tokens=body.max_tokens,
                 candidates=candidates, database=service.database, run=not writes,
-                deadline=deadline, judge=judge,
+                deadline=deadline, judge=judge, signing_key=service.signing_key,
+                asked_by={"principal": principal.name, "role": role},
             )  # fmt: skip
         finally:
             service.model_lock.release()
@@ -594,7 +597,8 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/v1/audit/{audit_id}")
     def audit(request: Request, audit_id: str, found=Depends(caller)) -> dict:  # noqa: B008
         principal, _ = found
-        record = service.store.get(audit_id)
+        key = service.signing_key
+        record = service.store.get(audit_id, key.public_key() if key is not None else None)
         # the audit permission reads every record; a principal its own answers' records
         if not principal.auditor and (record is None or record["principal"] != principal.name):
             raise ApiError(403, "forbidden", "reading this audit record needs the audit permission")

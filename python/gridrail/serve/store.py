@@ -33,6 +33,8 @@ from gridrail.database import is_postgres_dsn
 from gridrail.errors import GridrailError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from gridrail.guide import Guide
 
 TABLES = (
@@ -154,15 +156,15 @@ class AuditStore:
             )
         return wait
 
-    def get(self, audit_id: str) -> dict | None:
-        """The stored answer, each log's lines and whether every chain verifies."""
+    def get(self, audit_id: str, public_key: Ed25519PublicKey | None = None) -> dict | None:
+        """The stored answer, each log's lines and whether it verifies (`verify_all`)."""
         rows = self._query(
             f"SELECT {', '.join(COLUMNS)} FROM answers WHERE id = {self._params(1)}",
             (audit_id,),
         )
         if not rows:
             return None
-        why = _row_failure(rows[0])
+        why = _row_failure(rows[0], public_key)
         record = dict(zip(COLUMNS, rows[0], strict=True))
         record["ran"] = bool(record["ran"])
         record["logs"] = json.loads(record["logs"])
@@ -171,11 +173,15 @@ class AuditStore:
             record["problem"] = why
         return record
 
-    def verify_all(self) -> tuple[int, list[tuple[str, str]]]:
+    def verify_all(
+        self, public_key: Ed25519PublicKey | None = None
+    ) -> tuple[int, list[tuple[str, str]]]:
         """How many stored answers there are, and (id, why) for each that does not verify:
-        its logs' chains, and its fields bound to them (`answer_digest`)."""
+        its logs' chains (and with `public_key`, their seals' signatures by that key), the
+        principal and role its seals name (`ask`'s `asked_by`), and its fields bound to its
+        logs (`answer_digest`)."""
         rows = self._query(f"SELECT {', '.join(COLUMNS)} FROM answers ORDER BY created, id")
-        bad = [(row[0], why) for row in rows if (why := _row_failure(row)) is not None]
+        bad = [(row[0], why) for row in rows if (why := _row_failure(row, public_key)) is not None]
         return len(rows), bad
 
     def export(self, audit_id: str, directory: str | Path) -> list[Path]:
@@ -233,14 +239,15 @@ def answer_digest(fields: Sequence[object], logs: Sequence[Sequence[str]]) -> st
     return fingerprint_of([list(fields), seals], prefix=b"gridrail-answer-v1:")
 
 
-def _row_failure(row: Sequence[Any]) -> str | None:
+def _row_failure(row: Sequence[Any], public_key: Ed25519PublicKey | None) -> str | None:
     """Why a stored answer (a row of COLUMNS) does not verify, or None."""
     *fields, logs_text, digest = row
+    principal, role = fields[2], fields[3]
     logs = json.loads(logs_text)
     if not logs:
         return "no audit log: every answer is stored with its generations' logs"
     for n, lines in enumerate(logs, 1):
-        why = _failure(lines)
+        why = _failure(lines, public_key)
         if why is not None:
             return f"log {n}: {why}"
     if digest != answer_digest(fields, logs):
@@ -250,13 +257,21 @@ def _row_failure(row: Sequence[Any]) -> str | None:
             if digest
             else "stored without a digest (an older gridrail): its fields are not bound to its logs"
         )
+    for n, lines in enumerate(logs, 1):  # (a digest recomputed after an edit: the seals say)
+        asked = (json.loads(lines[-1]).get("mode") or {}).get("asked_by")
+        if asked is not None and asked != {"principal": principal, "role": role}:
+            return (
+                f"log {n}: its seal says it was asked by {asked.get('principal')!r} as "
+                f"{asked.get('role')!r}, the answer by {principal!r} as {role!r}"
+            )
     return None
 
 
-def _failure(lines: list[str]) -> str | None:
-    """Why the log of `lines` does not verify, or None."""
+def _failure(lines: list[str], public_key: Ed25519PublicKey | None = None) -> str | None:
+    """Why the log of `lines` does not verify (with `public_key`: is not signed by it), or
+    None."""
     try:
-        verify(AuditLog.parse(lines))
+        verify(AuditLog.parse(lines), public_key)
     except AuditError as exc:
         return str(exc)
     return None
