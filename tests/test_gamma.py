@@ -360,6 +360,19 @@ def test_a_cte_shadows_the_table_of_its_name() -> None:
     assert _prepares(cte + "SELECT e.dept FROM employees AS e;") is not None
 
 
+@pytest.mark.parametrize("declared_names", [False, True])
+def test_a_cte_named_as_a_table_shadows_it_for_the_obligations(declared_names: bool) -> None:
+    # session 37's review: without declared names spelled (`ask`'s default) the obligations'
+    # search took `orders` for the table, so `SELECT placed_on` was admitted, and no FROM item
+    # could discharge it (a dead end; the reserve's completion was refused)
+    guide = _policy_guide(HR_POLICY.read_text(), "auditor", declared_names=declared_names)
+    cte = "WITH orders AS (SELECT name FROM employees_public) "
+    matcher = guide.matcher()
+    assert not matcher.accept_tokens(guide.trie.tokenize((cte + "SELECT placed_on").encode()))
+    assert _accepts(guide, cte + "SELECT name FROM orders;")
+    assert _prepares(cte + "SELECT placed_on FROM orders;") is not None
+
+
 def test_declared_names_are_spelled_only_where_they_bind() -> None:
     """Under Γ the table and column lexicons also spell the names a statement declares (CTE
     names, column aliases): through them no name the role may not see gets in — where Γ

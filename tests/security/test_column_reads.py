@@ -297,6 +297,26 @@ def test_the_implicit_row_key_is_hidden_by_an_allow_list(people: Schema) -> None
     assert _found(view, "SELECT rowid FROM quirk;") == []  # no column rule there
 
 
+# Session 37's review: SQLite reads a parenthesized join that is not its FROM clause's first
+# item as a subquery `(SELECT * FROM <join>)`, so its authorizer hears every column read; the
+# checker saw no read (the judge's `database_denied`, a checker miss, was the only report).
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT o.id FROM orders AS o, (employees AS e JOIN employees_public AS p);",
+        "SELECT e.name FROM orders AS o JOIN (employees AS e JOIN employees_public AS p "
+        "ON e.id = p.id) ON o.employee_id = e.id;",
+    ],
+)
+def test_a_parenthesized_join_after_the_first_item_reads_every_column(sql: str) -> None:
+    view = _deny(_hr(), "employees", "salary")
+    assert ("employees", "salary") in _reads(view, sql)
+    assert _found(view, sql) == [("column_not_visible", "employees", "salary")]
+    assert _found(SchemaView(_hr(), None), sql) == []
+    first = "SELECT o.id FROM (employees AS e JOIN employees_public AS p), orders AS o;"
+    assert ("employees", "salary") not in _reads(view, first) and _found(view, first) == []
+
+
 # Session 37's review: in an INSERT, last_insert_rowid() returns the row key of the row written
 # last: of a multi-row VALUES, the row before, so `VALUES ('x'), (last_insert_rowid() - 1)` stored
 # max(ssn) in a visible column, and RETURNING returned it.

@@ -533,6 +533,14 @@ class _Binder:
                 return self.join_source(node.trees()[0], scope, names, conditions, joins, True)
             own = Scope(names.parent, names.ctes, recursive=names.recursive)
             own.sources.extend(self.join_list(node.trees()[0], scope, own, conditions))
+            for source in own.sources:  # SQLite's subquery is `(SELECT * FROM <the join>)`
+                self.read_every_column(
+                    source,
+                    node,
+                    "a parenthesized join after a FROM clause's first item is a subquery "
+                    "`SELECT * FROM …` to SQLite, which reads",
+                    advice="write the join without parentheses, or as the first item",
+                )
             return own.sources
         if node.label != "join":
             source = self.from_item(node, scope)

@@ -785,14 +785,15 @@ class Binder:
 
     def _ctes_in_scope(self, block: Block | None) -> dict[str, dict[str, Column]]:
         """Key -> columns of each CTE a FROM item at `block` may name (the innermost of a
-        name), where the language spells declared names; none elsewhere."""
+        name): every CTE where the language spells declared names, else those named as a
+        table is (the name a FROM item writes then reads the CTE, which shadows the table)."""
         found: dict[str, dict[str, Column]] = {}
-        if self._index.get(TABLE_NAME) not in self._widened:
-            return found
+        spelled = self._index.get(TABLE_NAME) in self._widened
         scope = block
         while scope is not None:
             for cte_key, columns in cells(scope.ctes):  # type: ignore[misc]
-                found.setdefault(cte_key, columns)
+                if spelled or cte_key in self._tables:
+                    found.setdefault(cte_key, columns)
             scope = scope.outer
         return found
 
