@@ -373,6 +373,28 @@ def test_a_cte_named_as_a_table_shadows_it_for_the_obligations(declared_names: b
     assert _prepares(cte + "SELECT placed_on FROM orders;") is not None
 
 
+@pytest.mark.parametrize("declared_names", [False, True])
+def test_the_completion_goes_another_way_where_the_grammars_cannot_be_repaired(
+    declared_names: bool,
+) -> None:
+    # session 37's review: every table the role sees has `id`, so `INNER JOIN t` makes it
+    # ambiguous and only INTERSECT goes on; the repair of names kept the grammar's `INNER JOIN`
+    # and the completion was one the matcher refused (the reserve could not write it)
+    policy = (
+        '[roles.r]\nstatements = ["select"]\n'
+        'tables = ["employees", "employees_public", "orders"]\n'
+        '[roles.r.columns]\nemployees = { deny = ["salary"] }\n'
+    )
+    guide = _policy_guide(policy, "r", declared_names=declared_names)
+    matcher = guide.matcher()
+    assert matcher.accept_tokens(guide.trie.tokenize(b"SELECT id FROM employees in"))
+    completion = matcher.completion()
+    assert matcher.accept_tokens(completion, "reserve")
+    written = b"".join(guide.vocab.token_bytes(t) or b"" for t in completion[:-1]).decode()
+    assert written.upper().startswith("TERSECT")
+    assert _prepares("SELECT id FROM employees in" + written) is None
+
+
 def test_declared_names_are_spelled_only_where_they_bind() -> None:
     """Under Γ the table and column lexicons also spell the names a statement declares (CTE
     names, column aliases): through them no name the role may not see gets in — where Γ

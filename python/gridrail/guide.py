@@ -74,6 +74,8 @@ PLANS, PLAN_BYTES = 4096, 32 << 20
 # holds one small configuration, whose stack it shares with the one before.
 ADVANCES = 1 << 15
 _INT32 = np.dtype(np.int32)
+# repairs a Γ completion may try (`Guide._gamma_completion`) before it gives up
+GAMMA_COMPLETION_TRIES = 64
 MAX_FORCED_SPAN = 64  # jump-forward stops after this many tokens even if the mask stays singleton
 # What `Matcher.accept_tokens` may call the tokens it records (replay passes "eos" back in).
 TOKEN_KINDS = ("sampled", "forced", "reserve", "eos")
@@ -404,13 +406,41 @@ class Guide:
         """Tokens of a shortest legal completion at `cfg`, ending with EOS (Proposition 9's
         Write(shortest completion + EOS)); its length is the token-denominated reserve. With Γ,
         the names it writes at resolved slots are ones Γ allows (the grammar's shortest,
-        repaired name by name; where no repair is found, the grammar's, which the checker
-        then judges)."""
+        repaired name by name, or found a byte at a time where the repair cannot: see
+        `_gamma_completion`; failing both, the grammar's, which the checker then judges)."""
         text = self.completer.complete(cfg)
         if gamma is not None and self.binder is not None:
-            repaired = self.binder.repair(gamma, cfg, text, self.completer.complete)
+            budget = [GAMMA_COMPLETION_TRIES]
+            repaired = self._gamma_completion(cfg, gamma, text, budget)
             text = repaired if repaired is not None else text
         return [*self.trie.tokenize(text), self.vocab.eos_token_id]
+
+    def _gamma_completion(
+        self, cfg: Configuration, gamma: GammaState, text: bytes, budget: list[int]
+    ) -> bytes | None:
+        """A completion Γ allows: the grammar's `text` repaired name by name
+        (`Binder.repair`), else one byte Γ admits (none the grammar's shortest takes) and a
+        completion from there — where the repair of names cannot undo the way the grammar's
+        shortest went (`… FROM employees in` + `NER JOIN t`, where every join makes `id`
+        ambiguous and only INTERSECT goes on). Depth first, within `budget` repairs."""
+        binder, complete = self.binder, self.completer.complete
+        assert binder is not None
+        budget[0] -= 1
+        repaired = binder.repair(gamma, cfg, text, complete)
+        if repaired is not None or budget[0] <= 0:
+            return repaired
+        for byte in range(256):
+            step = bytes((byte,))
+            after = self.oracle.try_feed(cfg, step)
+            state = None if after is None else binder.advance(gamma, step, after)
+            if after is None or state is None:  # (try_feed keeps only viable bytes)
+                continue
+            rest = self._gamma_completion(after, state, complete(after), budget)
+            if rest is not None:
+                return step + rest
+            if budget[0] <= 0:
+                return None
+        return None
 
 
 def compile(
