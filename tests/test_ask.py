@@ -282,7 +282,7 @@ def test_one_row_groups_are_a_grouped_count_of_ones(sql: str, flagged: bool) -> 
     guide = _guide("auditor")
     assert guide.check(sql) == [], sql
     attempt = Attempt(sql, [], None, 0)  # type: ignore[arg-type]
-    ran = _run(Candidate(attempt), guide.compiled, Database.open(str(HR_DB)), 5.0, 100, 5.0)
+    ran = _run(Candidate(attempt), guide, Database.open(str(HR_DB)), 5.0, 100, 5.0)
     assert ran.runs and ran.one_row_groups is flagged
 
 
@@ -392,8 +392,10 @@ def test_no_statement_runs_past_the_answers_deadline() -> None:
     )  # fmt: skip
     (alone,) = answer.candidates
     assert not alone.runs and alone.error == "not run: the answer's deadline had passed"
+    # 8**10 rows to count: minutes on any machine (SLOW's 8**8 took 0.22 s here on 2026-12-07)
+    slower = SLOW.replace(";", ", orders AS h, orders AS i;")
     answer = ask(
-        "q", _guide("analyst"), _scripted(SLOW, "SELECT name FROM orders;", per_call=True),
+        "q", _guide("analyst"), _scripted(slower, "SELECT name FROM orders;", per_call=True),
         candidates=2, database=db, ranking_timeout_s=0.05, repair=False,
         deadline=time.monotonic() + 0.5,
     )  # fmt: skip

@@ -43,11 +43,10 @@ from gridrail.decode.logits import Sampler
 from gridrail.decode.loop import Generation, generate, seal_generation
 from gridrail.decode.repetition import LoopGuard
 from gridrail.errors import GridrailError, JudgeError, UsageError
-from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.guide import Guide
 from gridrail.linking import TableIndex, link_tables
 from gridrail.models import LanguageModel
-from gridrail.parse.tree import Tree, parse_tree
+from gridrail.parse.tree import Tree
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 from gridrail.prompt import (
@@ -230,7 +229,7 @@ def ask(
             loop_guard, on_token, deadline,
         )  # fmt: skip
         limit = _within(limit_s, deadline)
-        return _run(Candidate(made), guide.compiled, runs_on, limit, max_rows, timeout_s)
+        return _run(Candidate(made), guide, runs_on, limit, max_rows, timeout_s)
 
     answer = Answer(question)
     for k in range(candidates):
@@ -248,7 +247,7 @@ def ask(
     if runs_on is not None and (best is None or not best.runs):
         for stopped in [c for c in answer.candidates if c.stopped_early]:
             limit = _within(timeout_s, deadline)
-            if _run(stopped, guide.compiled, runs_on, limit, max_rows, timeout_s).runs:
+            if _run(stopped, guide, runs_on, limit, max_rows, timeout_s).runs:
                 best = _choose(answer.candidates, lambda sql: index.coverage(question, sql))
                 break
     wants_repair = repair and (best is None or (runs_on is not None and not best.runs))
@@ -368,10 +367,7 @@ def _attempt(
         loop_guard=loop_guard,
         deadline=deadline,
     )
-    violations = guide.check(generation.text)
-    if not violations and judge is not None:  # the judge vouches for what the checker passed
-        violations = judge(generation.text)
-    return Attempt(generation.text, violations, generation, len(prompt))
+    return Attempt(generation.text, guide.check(generation.text, judge), generation, len(prompt))
 
 
 def _past(deadline: float | None) -> bool:
@@ -388,7 +384,7 @@ def _within(limit_s: float, deadline: float | None) -> float | None:
 
 def _run(
     candidate: Candidate,
-    compiled: CompiledGrammar,
+    guide: Guide,
     database: Database | None,
     limit_s: float | None,
     max_rows: int,
@@ -396,7 +392,7 @@ def _run(
 ) -> Candidate:
     """The candidate, executed read-only within `limit_s` when it is clean and a database is
     given (None: the answer's deadline has passed, so it is not); `timeout_s` is the answer's
-    own limit (a stop below it is `stopped_early`). `compiled` parses what it returned."""
+    own limit (a stop below it is `stopped_early`)."""
     attempt = candidate.attempt
     candidate.stopped_early = False
     if attempt.violations:
@@ -409,7 +405,7 @@ def _run(
                 attempt.sql, read_only=True, timeout_s=limit_s, max_rows=max_rows
             )
             candidate.error = None
-            candidate.one_row_groups = _one_row_groups(compiled, candidate)
+            candidate.one_row_groups = _one_row_groups(guide, candidate)
         except ExecutionLimitError as exc:
             candidate.stopped_early = exc.limit == "time" and limit_s < timeout_s
             candidate.error = (
@@ -423,7 +419,7 @@ def _run(
     return candidate
 
 
-def _one_row_groups(compiled: CompiledGrammar, candidate: Candidate) -> bool:
+def _one_row_groups(guide: Guide, candidate: Candidate) -> bool:
     """Whether the candidate's rows (two or more) count groups that each hold one row: a
     single SELECT with GROUP BY whose `count(…)` column is 1 on every row. It groups by a key
     no two rows share (`GROUP BY id, name, dept`), so it answers no "how many per" question
@@ -432,7 +428,7 @@ def _one_row_groups(compiled: CompiledGrammar, candidate: Candidate) -> bool:
     result = candidate.result
     if result is None or len(result.rows) < 2:
         return False
-    statement = parse_tree(compiled, candidate.attempt.sql).child("select_stmt")
+    statement = guide.parse(candidate.attempt.sql).child("select_stmt")
     core = statement.child("select_core") if statement is not None else None
     columns = core.child("result_columns") if core is not None else None
     if columns is None or core.child("group_by_clause") is None:

@@ -17,7 +17,7 @@ import operator
 import sys
 import threading
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,7 @@ from gridrail.mask.normal_form import NormalForm
 from gridrail.mask.walk import WalkResult
 from gridrail.parse.completion import Completer
 from gridrail.parse.oracle import Configuration, Oracle
+from gridrail.parse.tree import Tree, parse_tree
 from gridrail.policy.constructs import ConstructCatalogue
 from gridrail.policy.language import select_role
 from gridrail.policy.role import binds_names
@@ -344,7 +345,20 @@ class Guide:
     def is_eos(self, token_id: int) -> bool:
         return token_id in self._eos
 
-    def check(self, sql: str) -> list[Violation]:
+    @cached_property
+    def dialect_grammar(self) -> CompiledGrammar:
+        """The dialect's grammar the role's language was cut from (this guide's own where it
+        was compiled from none): what the checker parses by."""
+        return shared_compiled_grammar(self._dialect) if self._dialect else self.compiled
+
+    def parse(self, sql: str) -> Tree:
+        """The statement's parse in the dialect's grammar, as the checker reads it (ParseError
+        where it is no statement of the dialect)."""
+        return parse_tree(self.dialect_grammar, sql)
+
+    def check(
+        self, sql: str, judge: Callable[[str], list[Violation]] | None = None
+    ) -> list[Violation]:
         """Named violations of a finished statement ([] = clean): first whether it is in this
         guide's language at all (a statement from elsewhere may not be), then — with a schema —
         what no mask can enforce (Proposition 11: column policy, alias binding), judged on the
@@ -352,7 +366,8 @@ class Guide:
         SQLite schema, SQLite's own binder judges the statement too (`check.sqlite_judge`):
         what it reads that the role may not and the checker did not report, or that SQLite
         cannot prepare it at all, is a violation as well (listed last: it spans the whole
-        statement)."""
+        statement). `judge` (a database's own: `ask.database_judge`) then vouches for what
+        they passed: its violations where it finds any."""
         if not isinstance(sql, str):
             raise UsageError(
                 f"check takes the statement as a str, not {type(sql).__name__}"
@@ -365,10 +380,9 @@ class Guide:
         if error is not None:
             violations.append(_outside_language(self, data, error))
         if self.view is None:
-            return violations
+            return violations or (judge(sql) if judge is not None else [])
         if self._checker is None:
-            dialect = shared_compiled_grammar(self._dialect) if self._dialect else self.compiled
-            self._checker = SemanticChecker(dialect, self.view)
+            self._checker = SemanticChecker(self.dialect_grammar, self.view)
         if self._judge is None and self.view.schema.dialect == "sqlite":
             self._judge = SqliteJudge(self.view)
         judged: list[Violation] = []  # they span the whole statement: after the located ones
@@ -379,7 +393,8 @@ class Guide:
             # too complex for the checker: SQLite would take as long (exponentially) to prepare it
             if self._judge is not None and all(v.kind != "statement_too_complex" for v in found):
                 judged = self._judge.violations(sql, found)
-        return sorted(violations, key=lambda v: (v.start, v.end)) + judged
+        violations = sorted(violations, key=lambda v: (v.start, v.end)) + judged
+        return violations or (judge(sql) if judge is not None else [])
 
     def rung(self, cfg: Configuration, gamma: GammaState | None = None) -> str | None:
         """The rung of the names ladder the mask at `cfg` stands on (audit records carry it):
@@ -410,37 +425,37 @@ class Guide:
         `_gamma_completion`; failing both, the grammar's, which the checker then judges)."""
         text = self.completer.complete(cfg)
         if gamma is not None and self.binder is not None:
-            budget = [GAMMA_COMPLETION_TRIES]
-            repaired = self._gamma_completion(cfg, gamma, text, budget)
+            repaired, _ = self._gamma_completion(cfg, gamma, text, GAMMA_COMPLETION_TRIES)
             text = repaired if repaired is not None else text
         return [*self.trie.tokenize(text), self.vocab.eos_token_id]
 
     def _gamma_completion(
-        self, cfg: Configuration, gamma: GammaState, text: bytes, budget: list[int]
-    ) -> bytes | None:
+        self, cfg: Configuration, gamma: GammaState, text: bytes, tries: int
+    ) -> tuple[bytes | None, int]:
         """A completion Γ allows: the grammar's `text` repaired name by name
         (`Binder.repair`), else one byte Γ admits (none the grammar's shortest takes) and a
         completion from there — where the repair of names cannot undo the way the grammar's
         shortest went (`… FROM employees in` + `NER JOIN t`, where every join makes `id`
-        ambiguous and only INTERSECT goes on). Depth first, within `budget` repairs."""
+        ambiguous and only INTERSECT goes on). Depth first, within `tries` repairs; with the
+        tries left."""
         binder, complete = self.binder, self.completer.complete
         assert binder is not None
-        budget[0] -= 1
+        tries -= 1
         repaired = binder.repair(gamma, cfg, text, complete)
-        if repaired is not None or budget[0] <= 0:
-            return repaired
+        if repaired is not None or tries <= 0:
+            return repaired, tries
         for byte in range(256):
             step = bytes((byte,))
             after = self.oracle.try_feed(cfg, step)
             state = None if after is None else binder.advance(gamma, step, after)
             if after is None or state is None:  # (try_feed keeps only viable bytes)
                 continue
-            rest = self._gamma_completion(after, state, complete(after), budget)
+            rest, tries = self._gamma_completion(after, state, complete(after), tries)
             if rest is not None:
-                return step + rest
-            if budget[0] <= 0:
-                return None
-        return None
+                return step + rest, tries
+            if tries <= 0:
+                break
+        return None, tries
 
 
 def compile(
