@@ -5,12 +5,17 @@ used to run the answer (`gridrail ask --execute`).
 (`postgresql://…` or libpq `key=value` words). Statements run read-only unless the role may
 write, so even a statement the checker missed cannot change data it was not allowed to; on
 SQLite and DuckDB they reach no file but the database (none is attached, read or written).
-Every statement runs under a time limit and a row limit (`DEFAULT_TIMEOUT_S`,
-`DEFAULT_MAX_ROWS`): past either it is stopped, nothing it did is kept (its transaction is
-rolled back), and an `ExecutionLimitError` says which limit it hit. At most one row more than
-the limit is fetched; on SQLite no value may be longer than `MAX_VALUE_BYTES`, so the row limit
-bounds the result's memory there (elsewhere, and for the database's own working memory, the
-time limit does; running out of memory is an `ExecutionLimitError` too).
+Every statement runs under a time limit, a row limit and a result limit (`DEFAULT_TIMEOUT_S`,
+`DEFAULT_MAX_ROWS`, `MAX_RESULT_BYTES`): past any of them it is stopped, nothing it did is kept
+(its transaction is rolled back), and an `ExecutionLimitError` says which limit it hit. The
+result limit counts what the fetched rows hold in Python (`sys.getsizeof` of each value and of
+all that a list, tuple or dict holds); rows are fetched one at a time and counted as they
+arrive, so at most one row past either limit is fetched. A row arrives whole, so how large one
+row may grow is the database's to bound: on SQLite no value may be longer than
+`MAX_VALUE_BYTES`; on DuckDB what its aggregates, sorts and joins hold (`string_agg`, `list`) is
+bounded by `DUCKDB_MEMORY_BYTES`, but not what a scalar function makes; on PostgreSQL nothing but
+its 1 GB field limit bounds a value (below). Running out of memory (DuckDB's limit, or Python's)
+is an `ExecutionLimitError` too.
 
 How each database enforces them:
   SQLite      a timer thread interrupts the statement at the deadline (SQLite stops between
@@ -18,23 +23,32 @@ How each database enforces them:
               `hex(zeroblob(…))` may not take seconds); one transaction
               (inside which SQLite refuses VACUUM, whose INTO form writes a copy of the
               database to any path); `mode=ro` plus `PRAGMA query_only` for read-only roles;
-              an authorizer refuses ATTACH
+              an authorizer refuses ATTACH; `SQLITE_LIMIT_LENGTH` for the value limit
   PostgreSQL  one transaction (`BEGIN READ ONLY` for read-only roles) with
-              `SET LOCAL statement_timeout`; rows are streamed, the rest cancelled
+              `SET LOCAL statement_timeout`; rows are streamed, the rest cancelled. No setting
+              makes the server refuse a large value, so one value up to PostgreSQL's field
+              limit (1 GB) still arrives whole before the result limit counts it, and only
+              that limit and the time limit bound the server's memory for it
   DuckDB      a timer thread calls `interrupt()` at the deadline; a `read_only` connection
-              for read-only roles; no external access (files, extensions) for any role
+              for read-only roles; no external access (files, extensions) for any role;
+              `memory_limit` (what cannot spill to disk past it, e.g. `string_agg`, is
+              refused). That limit covers only DuckDB's buffer manager: a scalar function's
+              values (`repeat`, `lpad`, `range`) are built outside it, a vector of 2,048 rows
+              at a time that neither the limit nor the interrupt stops half built, so such a
+              statement can still take gigabytes before its first row is counted (`SELECT
+              repeat('x', 2000000) FROM range(10000)`: 9.9 GB when it was stopped, duckdb 2.0.1)
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 
 from gridrail.errors import GridrailError, UsageError
@@ -43,6 +57,8 @@ from gridrail.policy.schema import Schema
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_ROWS = 10_000
 MAX_VALUE_BYTES = 16 * 1024 * 1024  # SQLite: the longest string or blob a statement may make
+MAX_RESULT_BYTES = 64 * 1024 * 1024  # every database: what the fetched rows may hold in memory
+DUCKDB_MEMORY_BYTES = 256 * 1024 * 1024  # DuckDB's memory_limit for one statement
 
 
 class DatabaseError(GridrailError):
@@ -51,9 +67,10 @@ class DatabaseError(GridrailError):
 
 
 class ExecutionLimitError(DatabaseError):
-    """A statement was stopped at an execution limit; `limit` is "time", "rows", "value" (a
-    SQLite string or blob past `MAX_VALUE_BYTES`) or "memory". Nothing it did was kept (its
-    transaction was rolled back)."""
+    """A statement was stopped at an execution limit; `limit` is "time", "rows", "result" (the
+    fetched rows past `MAX_RESULT_BYTES`), "value" (a SQLite string or blob past
+    `MAX_VALUE_BYTES`) or "memory" (DuckDB's working memory past `DUCKDB_MEMORY_BYTES`, or
+    Python's memory exhausted). Nothing it did was kept (its transaction was rolled back)."""
 
     def __init__(self, limit: str, message: str):
         self.limit = limit
@@ -69,7 +86,8 @@ class QueryResult:
 
 @dataclass(frozen=True)
 class Limits:
-    """How long one statement may run and how many rows it may return."""
+    """How long one statement may run and how many rows it may return (how much memory they
+    may take is `MAX_RESULT_BYTES`, the same for every statement)."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_rows: int = DEFAULT_MAX_ROWS
@@ -83,21 +101,30 @@ class Limits:
         if not (count and self.max_rows >= 1):
             raise UsageError(f"max_rows must be a positive integer: {self.max_rows!r}")
 
-    @property
-    def fetch(self) -> int:
-        """Rows to fetch: one more than the limit shows whether the limit was passed."""
-        return self.max_rows + 1
-
-    def within(self, rows: Sequence[tuple]) -> Sequence[tuple]:
-        """`rows` (at most `fetch` of them), or the row-limit error when there are too many."""
-        if len(rows) > self.max_rows:
-            raise ExecutionLimitError(
-                "rows",
-                f"the statement returned more than {self.max_rows} rows (the row limit) and was "
-                "stopped; nothing it did was kept: add a LIMIT or narrow it, or raise the limit "
-                "(--max-rows N, max_rows=)",
-            )
-        return rows
+    def collect(self, rows: Iterable[tuple]) -> list[tuple]:
+        """The rows, fetched from `rows` one at a time: the row-limit error at the first row
+        past `max_rows`, the result-limit error at the first that takes them past
+        `MAX_RESULT_BYTES` (so neither a long nor a large result is fetched whole)."""
+        kept: list[tuple] = []
+        size = 0
+        for row in rows:
+            if len(kept) == self.max_rows:
+                raise ExecutionLimitError(
+                    "rows",
+                    f"the statement returned more than {self.max_rows} rows (the row limit) and "
+                    "was stopped; nothing it did was kept: add a LIMIT or narrow it, or raise the "
+                    "limit (--max-rows N, max_rows=)",
+                )
+            size += _bytes_of(row)
+            if size > MAX_RESULT_BYTES:
+                raise ExecutionLimitError(
+                    "result",
+                    f"the statement's rows took more than {MAX_RESULT_BYTES:,} bytes (the result "
+                    "limit) and it was stopped; nothing it did was kept: select fewer or shorter "
+                    "values (fewer columns, a LIMIT, substr() of long text)",
+                )
+            kept.append(row)
+        return kept
 
     def time_error(self) -> ExecutionLimitError:
         return ExecutionLimitError(
@@ -143,8 +170,8 @@ class Database:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_rows: int = DEFAULT_MAX_ROWS,
     ) -> QueryResult:
-        """Run one statement within the limits (ExecutionLimitError past either; UsageError
-        for a limit that is not positive and finite)."""
+        """Run one statement within the limits (ExecutionLimitError past any; UsageError for a
+        limit that is not positive and finite)."""
         limits = Limits(timeout_s, max_rows)
         runner = {"sqlite": _sqlite, "duckdb": _duckdb, "postgres": _postgres}[self.kind]
         try:
@@ -181,7 +208,7 @@ def _sqlite(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             db.execute("BEGIN")
             cursor = db.execute(sql)
-            rows = limits.within(cursor.fetchmany(limits.fetch)) if cursor.description else []
+            rows = limits.collect(cursor) if cursor.description else []
             result = _result(cursor.description, rows, cursor.rowcount)
             cursor.close()
             db.execute("COMMIT")  # only now: closing without it rolls back
@@ -215,17 +242,27 @@ def _duckdb(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult
     import duckdb
 
     try:
-        config = {"enable_external_access": False}  # no files but this one, no extensions
+        config = {
+            "enable_external_access": False,  # no files but this one, no extensions
+            "memory_limit": f"{DUCKDB_MEMORY_BYTES}B",  # e.g. `string_agg` may not take gigabytes
+        }
         with duckdb.connect(path, read_only=read_only, config=config) as conn:
             with _interrupt_after(limits.timeout_s, conn.interrupt):
                 conn.begin()  # closing without the commit rolls back a statement that was stopped
-                cursor = conn.execute(sql)
-                rows = limits.within(cursor.fetchmany(limits.fetch)) if cursor.description else []
+                cursor = conn.execute(sql)  # streamed: each fetchone() converts one row
+                rows = limits.collect(iter(cursor.fetchone, None)) if cursor.description else []
                 result = _result(cursor.description, rows, -1)  # before COMMIT replaces it
                 conn.commit()
             return result
     except duckdb.InterruptException:  # only our timer interrupts this connection
         raise limits.time_error() from None
+    except duckdb.OutOfMemoryException:
+        raise ExecutionLimitError(
+            "memory",
+            f"the statement needed more than {DUCKDB_MEMORY_BYTES:,} bytes of DuckDB's memory "
+            "(the memory limit) and was stopped; nothing it did was kept: aggregate fewer or "
+            "shorter values (string_agg, list), or narrow it",
+        ) from None
     except duckdb.Error as exc:
         raise DatabaseError(f"DuckDB: {exc}") from None
 
@@ -243,7 +280,7 @@ def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResul
             cursor = conn.cursor()
             # streamed row by row; closing the stream early cancels the rest of the statement
             with closing(cursor.stream(sql)) as stream:
-                rows = limits.within(list(islice(stream, limits.fetch)))
+                rows = limits.collect(stream)
             return _result(cursor.description, rows, cursor.rowcount)
     except psycopg.errors.QueryCanceled:
         if time.monotonic() - started >= limits.timeout_s:  # the server's clock started later
@@ -251,6 +288,22 @@ def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResul
         raise DatabaseError("PostgreSQL: the statement was cancelled") from None
     except psycopg.Error as exc:
         raise DatabaseError(f"PostgreSQL: {str(exc).strip()}") from None
+
+
+def _bytes_of(value: object) -> int:
+    """What a fetched value holds in memory, toward the result limit: `sys.getsizeof` of it
+    and of everything a list, tuple or dict holds (a row, an array, a JSON document, a DuckDB
+    struct); a loop, not recursion: a JSON document may nest about as deep as Python recurses."""
+    size, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        size += sys.getsizeof(item)
+        if isinstance(item, dict):
+            pending += item.keys()
+            pending += item.values()
+        elif isinstance(item, (list, tuple)):
+            pending += item
+    return size
 
 
 def _result(description, rows: Sequence[tuple], changed: int) -> QueryResult:

@@ -1,7 +1,8 @@
 """Execution limits (security review, finding D6): every statement `Database.execute` runs —
-and so `gridrail ask --execute` — is stopped at a time limit and at a row limit on SQLite,
-DuckDB and PostgreSQL, says which limit it hit, and keeps nothing it did; read-only roles run
-read-only on every path, and a statement reaches no file but the database.
+and so `gridrail ask --execute` — is stopped at a time limit, a row limit and a result limit
+(the memory its rows take) on SQLite, DuckDB and PostgreSQL, says which limit it hit, and keeps
+nothing it did; read-only roles run read-only on every path, and a statement reaches no file but
+the database.
 
 Each statement that would run (or stream rows) forever without the limits runs in a child
 process under a watchdog: if the limits fail to stop it, the test fails after WATCHDOG_S
@@ -300,6 +301,88 @@ def test_postgres_runs_read_only_with_the_statement_timeout(pg: str) -> None:
     assert db.execute("SHOW statement_timeout;", timeout_s=2.5).rows == (("2500ms",),)
     with pytest.raises(DatabaseError, match="read-only transaction"):
         db.execute("DELETE FROM employees;")
+
+
+# -- the result limit, on every database (a review finding: on DuckDB and PostgreSQL nothing
+# bounded a result's values, so `SELECT repeat('x', 2000000) FROM range(10000)` took the process
+# past 20 GB within the row and time limits), and DuckDB's memory limit
+
+RESULT_BYTES = 1_000_000  # the result limit in these tests (not 64 MiB: no test builds that)
+LONG_TEXT = {  # the SQL for a text of N characters, by the fixture that makes each database
+    "hr_copy": "hex(zeroblob({} / 2))",
+    "duck": "repeat('x', {})",
+    "pg": "repeat('x', {})",
+}
+ENDLESS_TEXT = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT {} FROM c;"
+
+
+@pytest.fixture
+def small_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(database, "MAX_RESULT_BYTES", RESULT_BYTES)
+
+
+def _assert_result_limit(ref: str | Path, sql: str, **options: object) -> None:
+    message = r"took more than 1,000,000 bytes \(the result limit\).*nothing it did was kept"
+    with pytest.raises(ExecutionLimitError, match=message) as caught:
+        Database.open(str(ref)).execute(sql, **options)
+    assert caught.value.limit == "result"
+
+
+@pytest.mark.parametrize("fixture", sorted(LONG_TEXT))
+def test_result_limit_boundary_and_rollback(
+    fixture: str, request: pytest.FixtureRequest, small_results: None
+) -> None:
+    ref, text = request.getfixturevalue(fixture), LONG_TEXT[fixture]
+    # 8 rows of 120,000 characters: 960,776 bytes in Python (str and tuple headers included)
+    rows = Database.open(str(ref)).execute(f"SELECT {text.format(120_000)} FROM employees;").rows
+    assert [len(value) for (value,) in rows] == [120_000] * 8
+    # 140,000 characters: the eighth row passes the limit
+    _assert_result_limit(ref, f"SELECT {text.format(140_000)} FROM employees;", max_rows=100)
+    # a write whose rows pass the limit keeps nothing
+    delete = f"DELETE FROM employees RETURNING id, {text.format(140_000)};"
+    _assert_result_limit(ref, delete, read_only=False)
+    assert _count(ref, "SELECT id FROM employees;") == 8
+
+
+@pytest.mark.parametrize(
+    ("fixture", "sql"),
+    [
+        ("hr_copy", ENDLESS_TEXT.format("hex(zeroblob(5000))")),
+        ("duck", "SELECT repeat('x', 10000) FROM range(1000000000);"),
+        ("pg", ENDLESS_TEXT.format("repeat('x', 10000)")),
+    ],
+)
+def test_result_limit_counts_rows_as_they_arrive(
+    fixture: str, sql: str, request: pytest.FixtureRequest
+) -> None:
+    """Endless rows of 10,000 characters, at the default limits: the result limit (64 MiB, at
+    about 6,700 rows) stops them before the row limit, and before they are all fetched."""
+    outcome = _stopped_in_child(request.getfixturevalue(fixture), sql)
+    assert outcome["limit"] == "result", outcome
+    assert "took more than 67,108,864 bytes (the result limit)" in outcome["message"]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "sql"),
+    [("duck", "SELECT range(200000);"), ("pg", "SELECT array(SELECT generate_series(1, 200000));")],
+)
+def test_result_limit_counts_what_a_list_holds(
+    fixture: str, sql: str, request: pytest.FixtureRequest, small_results: None
+) -> None:
+    _assert_result_limit(request.getfixturevalue(fixture), sql)
+
+
+def test_duckdb_memory_limit(duck: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB refuses to build a value its memory limit does not hold (`string_agg`), instead of
+    taking gigabytes before the result limit can count it."""
+    monkeypatch.setattr(database, "DUCKDB_MEMORY_BYTES", 32 * 1024 * 1024)
+    db = Database.open(str(duck))
+    sql = "SELECT length(string_agg(repeat('x', 1000000))) FROM range({});"
+    assert db.execute(sql.format(8)).rows == ((8_000_007,),)
+    message = r"more than 33,554,432 bytes of DuckDB's memory \(the memory limit\).*kept"
+    with pytest.raises(ExecutionLimitError, match=message) as caught:
+        db.execute(sql.format(64))
+    assert caught.value.limit == "memory"
 
 
 # -- the command line: --timeout and --max-rows reach the database
