@@ -278,6 +278,9 @@ def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResul
             milliseconds = max(1, math.ceil(limits.timeout_s * 1000))
             conn.execute("SELECT set_config('statement_timeout', %s, true)", [str(milliseconds)])
             cursor = conn.cursor()
+            if not _returns_rows(conn, sql):  # a write without RETURNING: its count
+                cursor.execute(sql)
+                return _result(None, [], cursor.rowcount)
             # streamed row by row; closing the stream early cancels the rest of the statement
             with closing(cursor.stream(sql)) as stream:
                 rows = limits.collect(stream)
@@ -288,6 +291,19 @@ def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResul
         raise DatabaseError("PostgreSQL: the statement was cancelled") from None
     except psycopg.Error as exc:
         raise DatabaseError(f"PostgreSQL: {str(exc).strip()}") from None
+
+
+def _returns_rows(conn, sql: str) -> bool:
+    """Whether the statement returns rows, as the server describes it before it runs (psycopg's
+    row stream refuses one that returns none, a write without RETURNING)."""
+    from psycopg import errors, pq
+
+    pgconn = conn.pgconn
+    for result in (pgconn.prepare(b"", sql.encode(conn.info.encoding), None),
+                   pgconn.describe_prepared(b"")):  # fmt: skip
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise errors.error_from_result(result, encoding=conn.info.encoding)
+    return result.nfields > 0
 
 
 def _bytes_of(value: object) -> int:

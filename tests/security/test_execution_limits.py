@@ -303,6 +303,21 @@ def test_postgres_runs_read_only_with_the_statement_timeout(pg: str) -> None:
         db.execute("DELETE FROM employees;")
 
 
+def test_postgres_runs_a_write_that_returns_no_rows(pg: str) -> None:
+    """A write without RETURNING returns no rows, which psycopg's row stream refused ("the
+    operation in stream() didn't produce a result": session 38's review): it runs, its count is
+    the answer, and it is kept."""
+    db = Database.open(pg)
+    result = db.execute("DELETE FROM employees WHERE id > 6;", read_only=False)
+    assert result.columns == () and result.rows == () and result.changed == 2
+    assert db.execute("UPDATE employees SET id = id;", read_only=False).changed == 6
+    assert db.execute("SELECT count(*) FROM employees;").rows == ((6,),)
+    inserted = db.execute("INSERT INTO employees VALUES (7), (8);", read_only=False)
+    assert inserted.changed == 2  # the module's table as it was
+    with pytest.raises(DatabaseError, match="syntax error"):  # described before it runs
+        db.execute("DELETE FROM employees WHERE;", read_only=False)
+
+
 # -- the result limit, on every database (a review finding: on DuckDB and PostgreSQL nothing
 # bounded a result's values, so `SELECT repeat('x', 2000000) FROM range(10000)` took the process
 # past 20 GB within the row and time limits), and DuckDB's memory limit
