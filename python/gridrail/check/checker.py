@@ -41,7 +41,11 @@ What a role may do, beyond seeing names (a guide's mask enforces the first three
 checker names them for statements from elsewhere):
   * `statement_not_allowed`: a statement of a kind the role does not hold;
   * `conflict_not_allowed`: OR REPLACE / REPLACE INTO deletes the row a new or changed row
-    conflicts with (and an INSERT then writes over it), so it needs delete and update;
+    conflicts with (and an INSERT then writes over it), so it needs delete and update; so does
+    a plain INSERT or UPDATE of a table whose constraints say ON CONFLICT REPLACE;
+  * `cascade_not_allowed`: deleting rows, or changing a referenced key, runs the actions of the
+    foreign keys to the table (ON DELETE CASCADE, SET NULL, ...) on the tables that hold them,
+    which the role must be allowed to write as they are written;
   * `read_not_allowed`: reading is the select capability, in every statement — a column
     reference in a WHERE, SET value, RETURNING or subquery, `*`, a table in a FROM, a
     double-quoted name that binds to a column — so a role without select may not read at all
@@ -52,13 +56,13 @@ checker names them for statements from elsewhere):
 Violation kinds: unknown_table, table_not_visible, unknown_column, column_not_visible,
 ambiguous_column, unbound_qualifier, function_not_allowed, double_quoted_column,
 circular_reference, statement_too_complex, statement_not_allowed, conflict_not_allowed,
-read_not_allowed, table_not_writable, full_text_query.
+cascade_not_allowed, read_not_allowed, table_not_writable, full_text_query.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gridrail.check.scopes import ROWID_KEYS, Cte, Lookup, Scope, Source
@@ -87,6 +91,7 @@ _STATEMENT_KINDS = {
     "delete_stmt": "delete",
 }
 _UNBOUND = frozenset({"unknown_column", "unbound_qualifier", "ambiguous_column"})
+_RESOLUTIONS = frozenset({"ROLLBACK", "ABORT", "REPLACE", "FAIL", "IGNORE"})
 _SELECT_CLAUSES = frozenset({"with_clause", "order_by_clause", "limit_clause"})
 
 
@@ -179,6 +184,7 @@ class _Binder:
         scope = Scope(None, ctes)
         self.conflict_resolution(node.child("insert_verb"))
         target = self.target(node, scope)
+        self.write_effects(node, node.child("insert_verb"), ())
         listed = node.child("column_name_list")
         query = node.child("insert_source")  # None: DEFAULT VALUES, which writes no value
         if listed is not None:
@@ -197,6 +203,8 @@ class _Binder:
         scope = Scope(None, ctes)
         self.conflict_resolution(node.child("conflict_resolution"))
         target = self.target(node, scope)
+        assigned = [c for a in node.trees("assignment") for c in a.terminals("COLUMN_NAME")]
+        self.write_effects(node, node.child("conflict_resolution"), assigned)
         from_clause = node.child("from_clause")
         if from_clause is not None:
             self.from_clause(from_clause, scope)
@@ -251,6 +259,54 @@ class _Binder:
                 f"writes over it), so it needs {' and '.join(missing)}, which {self.role()} "
                 "does not hold; use OR IGNORE, OR ABORT or a plain statement instead",
                 replace,
+            )
+
+    def write_effects(self, node: Tree, clause: Tree | None, assigned: Sequence[Token]) -> None:
+        """What the write does beyond its target's rows, as the database's definitions say. A
+        statement that names no conflict resolution takes its table's: where a constraint says
+        ON CONFLICT REPLACE, a plain INSERT or UPDATE deletes the rows it conflicts with (it
+        needs delete and update, as OR REPLACE does). Deleting rows (DELETE, or a REPLACE) and
+        changing referenced columns run the actions of the foreign keys to the table, on
+        the tables that hold them: the role must hold what each does there."""
+        table = self.view.schema.table(node.terminals("TABLE_NAME")[0].text)
+        if table is None or not self.view.may_see_table(table.name):
+            return  # reported as an unknown table
+        chosen = {t.terminal for t in clause.tokens()} & _RESOLUTIONS if clause else set()
+        replaces = "REPLACE" in chosen or (not chosen and table.replaces_on_conflict)
+        missing = [kind for kind in ("delete", "update") if not self.view.may_hold(kind)]
+        if replaces and not chosen and missing:
+            self.report(
+                "conflict_not_allowed",
+                f'table "{table.name}" resolves conflicts by REPLACE (a constraint of its '
+                f"definition says ON CONFLICT REPLACE), so this statement deletes the rows it "
+                f"conflicts with, which needs {' and '.join(missing)}: {self.role()} does not "
+                "hold it; write OR ABORT (or OR IGNORE), which overrides the table's",
+                node,
+            )
+        deletes = node.label == "delete_stmt" or replaces
+        changed = {self.key(c.text) for c in assigned}
+        for cascade in table.cascades:
+            if cascade.event == "delete" and not deletes:
+                continue
+            if cascade.event == "update" and not changed & set(
+                self.rules.catalog_keys(cascade.columns)
+            ):
+                continue
+            shown = not cascade.elsewhere and self.view.may_see_table(cascade.table)
+            if (
+                shown
+                and self.view.may_write_table(cascade.table)
+                and self.view.may_hold(cascade.does)
+            ):
+                continue
+            other = f'table "{cascade.table}"' if shown else "a table it may not see"
+            self.report(
+                "cascade_not_allowed",
+                f"{'deleting rows of' if cascade.event == 'delete' else 'changing the key of'} "
+                f'table "{table.name}" {cascade.does}s rows of {other} (a foreign key\'s ON '
+                f"{cascade.event.upper()} action), which {self.role()} may not "
+                f"{cascade.does} there",
+                node,
             )
 
     def returning(self, node: Tree, target: Source) -> None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -46,6 +47,19 @@ class Column(NamedTuple):
     type: str  # declared type as the catalog reports it ("" if none)
 
 
+class Cascade(NamedTuple):
+    """A foreign key's referential action: deleting this table's rows (`event` "delete") or
+    changing `columns` of them ("update") changes rows of `table` (the referencing table; with
+    `elsewhere`, one outside the catalog's schema), which amounts to a `does` ("delete": ON
+    DELETE CASCADE; "update": SET NULL, SET DEFAULT, ON UPDATE CASCADE)."""
+
+    table: str
+    event: str
+    columns: tuple[str, ...]
+    does: str
+    elsewhere: bool = False
+
+
 @dataclass(frozen=True)
 class Table:
     name: str  # catalog spelling
@@ -56,6 +70,11 @@ class Table:
     # written by hand, another dialect).
     has_rowid: bool | None = None
     rowid_column: str | None = None  # SQLite: the INTEGER PRIMARY KEY the row key is an alias of
+    # What writing this table does beyond its rows, as its definition and its referencing
+    # tables' say: SQLite: a constraint's ON CONFLICT REPLACE makes a plain INSERT or UPDATE
+    # delete the rows it conflicts with; the foreign keys whose actions change other tables
+    replaces_on_conflict: bool = False
+    cascades: tuple[Cascade, ...] = ()
 
     def column(self, written: str, rules: IdentifierRules) -> Column | None:
         """The column that `written` (an identifier as SQL text writes it, quotes allowed)
@@ -96,7 +115,8 @@ class Schema:
     def fingerprint(self) -> str:
         """BLAKE2b-128 (hex) of the canonical encoding: compact JSON (sorted keys, ASCII) of
         ``{"format": "gridrail.schema.v2", "dialect": ..., "tables": [[name, is_view,
-        [[column, type], ...], has_rowid, rowid_column], ...], "ddl": [...]}`` with tables
+        [[column, type], ...], has_rowid, rowid_column(, {"replaces": ..., "cascades": [...]})],
+        ...], "ddl": [...]}`` (the write effects only where a table has any) with tables
         sorted by name (code points), columns in catalog order and the DDL statements sorted,
         plus ``"functions": [...]`` (sorted) when the engine's functions are known.
         Column order is part of the language (`SELECT *`), table order is not; the row keys
@@ -116,6 +136,12 @@ class Schema:
                     t.columns,  # Column tuples: [name, type] arrays
                     t.has_rowid,
                     t.rowid_column,
+                    # (only where there are any: a catalog without keeps its fingerprint)
+                    *(
+                        [{"replaces": t.replaces_on_conflict, "cascades": t.cascades}]
+                        if t.replaces_on_conflict or t.cascades
+                        else []
+                    ),
                 ]
                 for t in sorted(self.tables, key=lambda t: t.name)
             ],
@@ -149,6 +175,7 @@ class Schema:
             with closing(sqlite3.connect(uri, uri=True, cached_statements=0)) as db:
                 objects = _sqlite_objects(db)
                 tables = [_sqlite_table(db, name, kind, source) for name, kind, _ in objects]
+                tables = _with_effects(tables, *_sqlite_write_effects(db, objects))
                 functions = _sqlite_functions(db)
         except sqlite3.Error as e:
             raise SchemaError(
@@ -173,13 +200,14 @@ class Schema:
             with psycopg.connect(psycopg.conninfo.make_conninfo(**params)) as conn:
                 conn.read_only = True
                 rows = _postgres_rows(conn, schema, source)
+                cascades = _postgres_cascades(conn, schema)
         except psycopg.Error as e:
             raise SchemaError(
                 f"{source}: cannot read the PostgreSQL catalog ({str(e).strip()}); "
                 "check that the server runs and the DSN's host, port, user and dbname"
             ) from None
         hint = f"is {schema!r} the schema you meant, and may this role read its tables?"
-        return _snapshot("postgres", _group(rows), source, hint)
+        return _snapshot("postgres", _with_effects(_group(rows), set(), cascades), source, hint)
 
     @classmethod
     def from_duckdb(cls, path: str | Path, schema: str = "main") -> Schema:
@@ -288,6 +316,100 @@ def _shadow_tables(db: sqlite3.Connection, rows: list[tuple[str, str, str | None
             if kind == "table" and (sql or "").upper().startswith("CREATE VIRTUAL")
         )
         return {name for name, _, _ in rows if name.lower().startswith(virtual)}
+
+
+# A constraint's conflict clause, read from the CREATE TABLE text (one inside a string or a
+# comment only makes the checker stricter)
+_REPLACE_ON_CONFLICT = re.compile(r"\bON\s+CONFLICT\s+REPLACE\b", re.IGNORECASE)
+# a referential action, by event: what it does to the referencing rows (None: nothing)
+_ACTIONS = {
+    "delete": {"CASCADE": "delete", "SET NULL": "update", "SET DEFAULT": "update"},
+    "update": {"CASCADE": "update", "SET NULL": "update", "SET DEFAULT": "update"},
+}
+
+
+def _with_effects(
+    tables: list[Table], replacing: set[str], cascades: Mapping[str, list[Cascade]]
+) -> list[Table]:
+    return [
+        replace(
+            t, replaces_on_conflict=t.name in replacing, cascades=tuple(cascades.get(t.name, ()))
+        )
+        if t.name in replacing or t.name in cascades
+        else t
+        for t in tables
+    ]
+
+
+def _sqlite_write_effects(
+    db: sqlite3.Connection, objects: list[tuple[str, str, str | None]]
+) -> tuple[set[str], dict[str, list[Cascade]]]:
+    """The tables whose definition says ON CONFLICT REPLACE, and per referenced table the
+    actions of the foreign keys to it (`pragma foreign_key_list`). SQLite applies those only
+    where foreign keys are on; they are read wherever they are declared."""
+    replacing = {n for n, kind, sql in objects if kind == "table" and sql and
+                 _REPLACE_ON_CONFLICT.search(sql)}  # fmt: skip
+    named = {ascii_lower(n): n for n, kind, _ in objects if kind == "table"}
+    cascades: dict[str, list[Cascade]] = {}
+    for child in (n for n, kind, _ in objects if kind == "table"):
+        keys: dict[int, tuple[str, list[str | None], str, str]] = {}
+        listed = db.execute("SELECT * FROM pragma_foreign_key_list(?)", (child,)).fetchall()
+        for key, _seq, parent, _from, to, on_update, on_delete, _match in listed:
+            keys.setdefault(key, (parent, [], on_update, on_delete))[1].append(to)
+        for parent, to, on_update, on_delete in keys.values():
+            target = named.get(ascii_lower(parent))
+            if target is None:  # a key to no table: SQLite refuses the write where keys are on
+                continue
+            columns = tuple(to) if all(to) else _sqlite_primary_key(db, target)
+            for event, action in (("delete", on_delete), ("update", on_update)):
+                does = _ACTIONS[event].get(action.upper())
+                if does is not None:
+                    cascades.setdefault(target, []).append(
+                        Cascade(child, event, columns, does)  # type: ignore[arg-type]
+                    )
+    return replacing, cascades
+
+
+def _sqlite_primary_key(db: sqlite3.Connection, table: str) -> tuple[str, ...]:
+    """The columns a foreign key without a column list references: the primary key's, or —
+    none declared, which SQLite refuses where keys are on — every column (on the safe side)."""
+    rows = db.execute("SELECT name, pk FROM pragma_table_info(?) ORDER BY pk", (table,)).fetchall()
+    return tuple(name for name, pk in rows if pk) or tuple(name for name, _ in rows)
+
+
+_POSTGRES_CASCADES = """
+SELECT p.relname, cn.nspname, c.relname, cn.nspname <> pn.nspname,
+       con.confdeltype, con.confupdtype,
+       ARRAY(SELECT a.attname FROM unnest(con.confkey) AS k(n)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n
+             ORDER BY k.n)
+FROM pg_catalog.pg_constraint con
+JOIN pg_catalog.pg_class p ON p.oid = con.confrelid
+JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace
+JOIN pg_catalog.pg_class c ON c.oid = con.conrelid
+JOIN pg_catalog.pg_namespace cn ON cn.oid = c.relnamespace
+WHERE con.contype = 'f' AND pn.nspname = %s
+ORDER BY p.relname, con.conname
+"""
+_POSTGRES_ACTIONS = {"c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}  # a, r: nothing
+
+
+def _postgres_cascades(conn: Any, schema: str) -> dict[str, list[Cascade]]:
+    """Per table of `schema`, the actions of the foreign keys to it (from any schema: a
+    referencing table elsewhere is named schema-qualified). PostgreSQL runs them as the
+    table's owner, so no privilege of the caller's role stops them."""
+    cascades: dict[str, list[Cascade]] = {}
+    for parent, space, child, elsewhere, on_delete, on_update, columns in conn.execute(
+        _POSTGRES_CASCADES, (schema,)
+    ):
+        name = f"{space}.{child}" if elsewhere else child
+        for event, code in (("delete", on_delete), ("update", on_update)):
+            does = _ACTIONS[event].get(_POSTGRES_ACTIONS.get(code, ""))
+            if does is not None:
+                cascades.setdefault(parent, []).append(
+                    Cascade(name, event, tuple(columns), does, elsewhere)
+                )
+    return cascades
 
 
 def _sqlite_table(db: sqlite3.Connection, name: str, kind: str, source: str) -> Table:
