@@ -792,28 +792,29 @@ def test_gammas_memos_share_only_equal_states(role: str) -> None:
             assert token is None or (one.accept_tokens([token]) and other.accept_tokens([token]))
 
 
-def _assert_walks_from(prefix: bytes) -> None:
-    """12 walks of the auditor from `prefix`: no empty mask, the specification's mask every
-    5th step, and SQLite prepares each statement without a name error."""
+def _assert_walks_from(prefix: bytes, walks: int = 4, seed: int = 0) -> None:
+    """`walks` walks of the auditor from `prefix`: no empty mask, the specification's mask
+    every 5th step, and SQLite prepares each statement without a name error (more of them, from
+    every prefix, in the long tier: `test_walks_from_every_prefix_long`)."""
     guide = _guide("auditor")
-    rng = random.Random(prefix)
-    for _ in range(12):
+    rng = random.Random(prefix + bytes([seed]))
+    for _ in range(walks):
         sql = _walk(guide, rng, rng.choice([40, 64]), 5, prefix)
         assert sql.startswith(prefix.decode())
         refusal = _prepares(sql)
         assert refusal is None or not any(e in refusal for e in BINDING_ERRORS), (sql, refusal)
 
 
-@pytest.mark.parametrize(
-    "prefix",
-    [
-        b"SELECT e.name FROM employees AS e JOIN (",
-        b"SELECT e.name, o.total FROM employees AS e, orders AS o, (",
-        b"SELECT t.dept FROM (",
-        b"SELECT t.dept, o.total FROM orders AS o, (",
-        b"SELECT t.dept FROM (SELECT name FROM employees) AS",
-    ],
-)
+FROM_SUBQUERY_PREFIXES = [
+    b"SELECT e.name FROM employees AS e JOIN (",
+    b"SELECT e.name, o.total FROM employees AS e, orders AS o, (",
+    b"SELECT t.dept FROM (",
+    b"SELECT t.dept, o.total FROM orders AS o, (",
+    b"SELECT t.dept FROM (SELECT name FROM employees) AS",
+]
+
+
+@pytest.mark.parametrize("prefix", FROM_SUBQUERY_PREFIXES)
 def test_walks_through_a_from_subquery_after_the_select_lists_names_are_bound(
     prefix: bytes,
 ) -> None:
@@ -845,6 +846,9 @@ def test_a_later_items_parentheses_hold_a_join() -> None:
         assert _prepares(sql) is None and _accepts(guide, sql), sql
 
 
+NESTED_JOIN_PREFIX = b"SELECT e.id FROM orders AS e JOIN (employees JOIN ("
+
+
 def test_no_parenthesized_join_nests_in_another() -> None:
     """SQLite 3.40 refuses some parenthesized joins nested in another over one table twice with
     an ambiguity of its own rewrite, schema-qualified (a walk found it: bench/RESULTS.md,
@@ -862,7 +866,7 @@ def test_no_parenthesized_join_nests_in_another() -> None:
     ):
         assert _accepts(guide, sql), sql
         assert _prepares(sql) is None, sql
-    _assert_walks_from(b"SELECT e.id FROM orders AS e JOIN (employees JOIN (")
+    _assert_walks_from(NESTED_JOIN_PREFIX)
     # a token of parentheses only is judged there too: `((` then `(` nests a join (a long walk)
     guide, prefix = _guide("auditor"), b"SELECT 1 FROM employees, orders AS G,(("
     matcher = guide.matcher()
@@ -873,22 +877,29 @@ def test_no_parenthesized_join_nests_in_another() -> None:
     assert not any(b"(" in (guide.vocab.token_bytes(t) or b"") for t in spec.ids())
 
 
-@pytest.mark.parametrize(
-    "prefix",
-    [
-        b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON ",
-        b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON amount",  # only later
-        b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON total = 1 JOIN ",
-        b"SELECT p.name FROM employees_public AS p LEFT JOIN orders AS o ON ",
-        b"SELECT 1 FROM employees AS e JOIN (orders AS o JOIN salaries AS s ON ",
-        b"SELECT 1 FROM (orders AS o JOIN salaries AS s ON total = 1) RIGHT JOIN ",
-    ],
-)
+BARE_ON_PREFIXES = [
+    b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON ",
+    b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON amount",  # only later
+    b"SELECT p.name FROM employees_public AS p JOIN orders AS o ON total = 1 JOIN ",
+    b"SELECT p.name FROM employees_public AS p LEFT JOIN orders AS o ON ",
+    b"SELECT 1 FROM employees AS e JOIN (orders AS o JOIN salaries AS s ON ",
+    b"SELECT 1 FROM (orders AS o JOIN salaries AS s ON total = 1) RIGHT JOIN ",
+]
+
+
+@pytest.mark.parametrize("prefix", BARE_ON_PREFIXES)
 def test_walks_through_bare_names_in_on(prefix: bytes) -> None:
     """A bare name in ON is owed by the FROM clause (an item after the ON may be the one that
     binds it, unless SQLite says otherwise: below): walks from there never meet an empty
     mask, their masks are the specification's, and every statement binds its names."""
     _assert_walks_from(prefix)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("prefix", [*FROM_SUBQUERY_PREFIXES, NESTED_JOIN_PREFIX, *BARE_ON_PREFIXES])
+def test_walks_from_every_prefix_long(prefix: bytes) -> None:
+    """The walks of the three tests above, more of them and others (other seeds)."""
+    _assert_walks_from(prefix, walks=long_size(full=40, reduced=8), seed=1)
 
 
 # What an ON may name, as SQLite 3.40 decides it: SQLite refuses each of these...
