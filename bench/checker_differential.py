@@ -25,11 +25,16 @@ of them, HR a tenth, Spider the rest; the walk arm, the slow one, 0.5%):
 Counts. `bypass`: a denied access SQLite reports that none of the checker's violations covers
 (what `Guide.check` would add as `database_denied`) -- must be 0; `bypass_clean` the part of it in
 statements the checker found clean. `over_strict`: a column_not_visible / double_quoted_column
-the checker reports for a (table, column) SQLite neither reads nor updates, by reason: NATURAL
+the checker reports where SQLite reads or updates no column the role may not see (of the
+violation's table, where it names one: it never names the hidden column), by reason: NATURAL
 JOIN / USING comparisons (SQLite builds those column references itself, unasked), the columns
 an INSERT writes (SQLite reports the table only), `*` over a merged column, a row key name that
-may bind in two places, a full-text MATCH (its query may name any column of its table). "other"
-would need a look. Statements the dialect grammar does not
+may bind in two places, a full-text MATCH (its query may name any column of its table), a
+double-quoted string where a table in scope hides a column (refused whatever it names, so that
+a hidden column's name and a string get one answer). "other" would need a look. A hidden
+table or column the statement names is reported as a missing one would be (`unknown_*`), and
+after such a report the judge adds nothing (`sqlite_judge`): those statements are counted
+under `denied`, never as a bypass. Statements the dialect grammar does not
 parse, and those SQLite cannot prepare (its verdict is then `database_rejected`), are counted
 and not compared; `clean_rejected` counts those the checker passed, by SQLite's message (the
 grammar accepts what SQLite refuses: `VALUES (1) ORDER BY 1`, an aggregate in WHERE, ...).
@@ -153,14 +158,15 @@ def compare(corpus: Corpus, n: int, sql: str, counts: Counts) -> None:
         counts.bypass += 1
         counts.bypass_clean += not found
         counts.bypasses.append(f"[{corpus.name} role {view.role.name}] {sql}\n  {missed.message}")
-    reads = {  # an UPDATE's SET columns are judged like reads; "ROWID" named as the checker does
-        (a.table.lower(), (a.name or "").lower())
-        for a in map(judge.row_key, prepared.accesses)
-        if a.action in ("read", "update") and a.table
+    hidden = {  # tables of which SQLite reads, or an UPDATE sets, a column the role may not see
+        a.table.lower()
+        for a in judge.denied(prepared)
+        if a.action in ("read", "update") and a.table and a.name
     }
     data = sql.encode("utf-8")
     for v in found:
-        if v.kind in OVER_STRICT_KINDS and (v.table.lower(), v.column.lower()) not in reads:
+        echoed = v.table.lower() in hidden if v.table is not None else bool(hidden)
+        if v.kind in OVER_STRICT_KINDS and not echoed:
             reason = over_strict_reason(v, data)
             counts.over_strict[reason] += 1
             kept = counts.examples.setdefault(reason, [])
@@ -185,6 +191,8 @@ def over_strict_reason(v: Violation, data: bytes) -> str:
         return "a full-text MATCH may search every column of its table (SQLite hears the left one)"
     if text.strip('"[]`').lower().split(".")[-1] in ROW_KEY_NAMES:
         return "row key of a FROM subquery or hand-written table: judged where it binds either way"
+    if v.kind == "double_quoted_column":
+        return "a double-quoted string where a table in scope hides a column (refused alike)"
     return "other"
 
 

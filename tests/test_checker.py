@@ -28,7 +28,6 @@ from support.name_probes import join_statement
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "checker"
 KINDS = {
     "unknown_table",
-    "table_not_visible",
     "unknown_column",
     "column_not_visible",
     "ambiguous_column",
@@ -186,20 +185,21 @@ def test_messages_say_what_to_do(hr_database: Path) -> None:
     checker = _checker(_schema("hr", hr_database), "analyst")
     sql = "SELECT name, salary FROM employees AS e WHERE upper(e.nme) = 'X';"
     hidden, function, unknown = checker.check(sql)
-    assert hidden == Violation(
-        "column_not_visible",
-        'column "salary" of table "employees" is not visible to role "analyst"; '
-        "visible columns: id, name, dept_id, manager_id",
+    assert hidden == Violation(  # as a column no table has: its name is all the role learns
+        "unknown_column",
+        'no table in scope has a column "salary" that role "analyst" may use; columns in '
+        "scope: employees AS e: id, name, dept_id, manager_id",
         13,
         19,
-        "employees",
+        None,
         "salary",
     )
     assert function.message.startswith('function "upper" is not allowed for role "analyst"')
     assert function.message.endswith("count, lower, max, min, round, sum")
     assert (unknown.kind, unknown.table, unknown.column) == ("unknown_column", "employees", "nme")
     assert unknown.message == (
-        'employees AS e has no column "nme"; its columns: id, name, dept_id, manager_id'
+        'employees AS e has no column "nme" that role "analyst" may use; its columns: id, name, '
+        "dept_id, manager_id"
     )
     (qualifier,) = checker.check("SELECT x.name FROM employees AS e, departments;")
     assert qualifier.message == (
@@ -212,8 +212,9 @@ def test_messages_say_what_to_do(hr_database: Path) -> None:
         "it with the table or alias it should read",
     )
     (table,) = checker.check("SELECT entry FROM audit_log;")
+    assert (table.kind, table.table) == ("unknown_table", "audit_log")
     assert table.message == (
-        'table "audit_log" is not visible to role "analyst"; tables it may use: '
+        'no table or view named "audit_log" that role "analyst" may use; tables it may use: '
         "departments, employees, projects, payroll, staff"
     )
 
@@ -236,15 +237,16 @@ def test_long_operator_chains_do_not_exhaust_the_stack(hr_database: Path) -> Non
 def test_names_compare_with_the_dialects_rules() -> None:
     """PostgreSQL folds unquoted names to lower case and matches quoted ones exactly."""
     schema = Schema.from_tables("postgres", {"people": ["id", "Name"]})
+    checker = SemanticChecker(_compiled(), SchemaView(schema, Role("r", frozenset({"select"}))))
+    assert checker.check("SELECT id FROM PEOPLE;") == []
+    assert checker.check('SELECT p."Name" FROM people AS p;') == []
+    assert [v.kind for v in checker.check("SELECT p.Name FROM people AS p;")] == ["unknown_column"]
+    # hidden, "Name" is as absent as name
     role = Role(
         "r", frozenset({"select"}), columns={"people": ColumnRule(deny=frozenset({"Name"}))}
     )
-    checker = SemanticChecker(_compiled(), SchemaView(schema, role))
-    assert checker.check("SELECT id FROM PEOPLE;") == []
-    assert [v.kind for v in checker.check('SELECT p."Name" FROM people AS p;')] == [
-        "column_not_visible"
-    ]
-    assert [v.kind for v in checker.check("SELECT p.Name FROM people AS p;")] == ["unknown_column"]
+    hiding = SemanticChecker(_compiled(), SchemaView(schema, role))
+    assert [v.kind for v in hiding.check('SELECT p."Name" FROM people AS p;')] == ["unknown_column"]
 
 
 @cache
@@ -282,9 +284,10 @@ def test_spider_gold_is_clean_against_its_own_databases() -> None:
 
 
 def test_spider_gold_reads_exactly_what_sqlite_reads() -> None:
-    """The policy half, against SQLite's authorizer: for a role that may see no column at all,
-    the (table, column) pairs the checker reports are exactly those SQLite asks to read
-    (SQLITE_READ) while preparing the statement, gold statement by gold statement."""
+    """The policy half, against SQLite's authorizer: for a role that may read no column at all
+    (it sees them all, but holds no select: each read is reported by name), the (table,
+    column) pairs the checker reports are exactly those SQLite asks to read (SQLITE_READ)
+    while preparing the statement, gold statement by gold statement."""
     mismatches = []
     for number, sql, db in _gold():
         if number in GOLD_NOT_SQLITE | set(GOLD_ERRORS) or _spider_database(db) is None:
@@ -304,11 +307,8 @@ def test_spider_gold_reads_exactly_what_sqlite_reads() -> None:
 
 @cache
 def _blind_checker(db: str) -> SemanticChecker:
-    schema = _spider_schema(db)
-    hide_all = {t.name: ColumnRule(allow=frozenset()) for t in schema.tables}
-    return SemanticChecker(
-        _compiled(), SchemaView(schema, Role("blind", frozenset(), columns=hide_all))
-    )
+    view = SchemaView(_spider_schema(db), Role("blind", frozenset()))
+    return SemanticChecker(_compiled(), view)
 
 
 @cache

@@ -635,15 +635,16 @@ def test_a_writes_names_that_do_not_bind_are_refused(sql: str) -> None:
 
 def test_writes_are_capabilities_at_the_mask() -> None:
     """The clerk writes orders only, the editor never sees a salary: under Γ the mask refuses
-    what the checker reported before (a target it may not write, a hidden column written,
-    filtered on or returned, a `RETURNING *` that reads one)."""
+    what the checker reported before (a target it may not write, a hidden column written or
+    filtered on — to the checker as absent as a column the table lacks — or a `RETURNING *`
+    that reads one)."""
     clerk, editor = _guide("clerk"), _editor()
     refused = [
         (clerk, "UPDATE employees_public SET name = 'x';", "table_not_writable"),
-        (editor, "UPDATE employees SET salary = 1;", "column_not_visible"),
-        (editor, "DELETE FROM employees WHERE salary > 1;", "column_not_visible"),
+        (editor, "UPDATE employees SET salary = 1;", "unknown_column"),
+        (editor, "DELETE FROM employees WHERE salary > 1;", "unknown_column"),
         (editor, "DELETE FROM employees RETURNING *;", "column_not_visible"),
-        (editor, "INSERT INTO employees (id, salary) VALUES (1, 2);", "column_not_visible"),
+        (editor, "INSERT INTO employees (id, salary) VALUES (1, 2);", "unknown_column"),
         # without a column list an INSERT writes every column
         (editor, "INSERT INTO employees VALUES (1, 'x', 'd', 2, 3);", "column_not_visible"),
         (editor, "INSERT INTO employees SELECT * FROM employees;", "column_not_visible"),

@@ -170,7 +170,9 @@ def test_check_gives_the_roles_verdict(client: TestClient, keys) -> None:
 def test_checks_on_duckdb_are_judged_by_its_binder(keys, tmp_path: Path) -> None:
     # session 37's review: the service never built the database's judge, so /v1/check called
     # `SELECT "e" FROM employees AS e` clean for the analyst, and DuckDB returns the whole row,
-    # salary included
+    # salary included. The checker refuses that one now (a double-quoted string over a table
+    # with hidden columns); DuckDB binds a FROM subquery laterally, which SQLite does not, so
+    # there "salary" is a string to the checker and the hidden column to DuckDB: its judge's
     import duckdb
 
     lines = (EXAMPLES / "hr.sql").read_text().splitlines()
@@ -179,14 +181,25 @@ def test_checks_on_duckdb_are_judged_by_its_binder(keys, tmp_path: Path) -> None
     with duckdb.connect(str(path)) as conn:
         for statement in (s for s in script.split(";") if s.strip()):
             conn.execute(statement)
-    sql = 'SELECT "e" FROM employees AS e;'
+    whole_row, lateral = (
+        'SELECT "e" FROM employees AS e;',
+        'SELECT x.dept FROM employees AS e, (SELECT "salary" AS dept) AS x;',
+    )
     with duckdb.connect(str(path), read_only=True) as conn:
-        assert "salary" in str(conn.execute(sql).fetchone()[0])
-    client = TestClient(create_app(_service(path, keys["path"], tmp_path)))
-    r = client.post("/v1/check", json={"sql": sql}, headers=_as(keys["analyst"]))
-    assert r.status_code == 200, r.text
-    assert r.json()["verdict"] == "violations"
-    assert [v["kind"] for v in r.json()["violations"]] == ["database_denied"]
+        assert "salary" in str(conn.execute(whole_row).fetchone()[0])
+        assert (120000.0,) in conn.execute(lateral).fetchall()
+    subqueries = Path(HR_POLICY).read_text().replace('"subqueries", ', "")  # the analyst's ban
+    service = replace(
+        _service(path, keys["path"], tmp_path), policy=gr.Policy.from_text(subqueries)
+    )
+    client = TestClient(create_app(service))
+    kinds = {}
+    for sql in (whole_row, lateral):
+        r = client.post("/v1/check", json={"sql": sql}, headers=_as(keys["analyst"]))
+        assert r.status_code == 200, r.text
+        assert r.json()["verdict"] == "violations"
+        kinds[sql] = [v["kind"] for v in r.json()["violations"]]
+    assert kinds == {whole_row: ["double_quoted_column"], lateral: ["database_denied"]}
     clean = client.post("/v1/check", json={"sql": "SELECT name FROM employees;"},
                         headers=_as(keys["analyst"]))  # fmt: skip
     assert clean.json()["verdict"] == "clean"

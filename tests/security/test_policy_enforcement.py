@@ -153,7 +153,7 @@ def test_a_column_rule_may_spell_its_table_another_way() -> None:
     )
     guide = _guide(text, "a", _hr())
     assert guide.check("SELECT name FROM employees;") == []
-    assert "column_not_visible" in _kinds(guide, "SELECT salary FROM employees;")
+    assert "unknown_column" in _kinds(guide, "SELECT salary FROM employees;")  # hidden: as absent
 
 
 # -- H3: statement kinds are not capabilities ---------------------------------------------------

@@ -12,7 +12,7 @@ What counts as reading a column:
   * any reference to it, in any clause (a predicate on a hidden column leaks it as surely as
     selecting it);
   * `*` and `T.*`: they expand to every column, so over a table with a hidden column they are a
-    `column_not_visible` for each hidden column (name the visible columns instead);
+    `column_not_visible` (name the visible columns instead);
   * INSERT without a column list (and not DEFAULT VALUES) writes every column, so the same
     holds for its target;
   * NATURAL JOIN and USING compare the shared columns of both sides;
@@ -24,12 +24,26 @@ What counts as reading a column:
     multi-row VALUES' row before), so it reads the target's row key;
   * a double-quoted string where an expression stands: SQLite reads `"salary"` as the column
     salary when one is in scope (and as a string otherwise), so it is a `double_quoted_column`
-    when that column is hidden;
+    unless it binds a column the role sees, or binds nothing where no table in scope has a
+    hidden column (elsewhere a string and a hidden column's name are refused alike);
   * SQLite's row key (`rowid`, `oid`, `_rowid_`): the INTEGER PRIMARY KEY column it is an alias
     of, where the snapshot says there is one (else the implicit key, which policy treats as a
     column named rowid); where it may not know (a schema written by hand; a FROM subquery, whose
     row key depends on SQLite's version), the key is readable only if every column is, and a
     bare name is judged wherever it may bind.
+
+What a violation may say: the role learns nothing of the tables and columns it may not see, not
+even that they exist (the "does not exist or not authorized" of some databases). A table it may
+not see is reported as one the schema lacks (`unknown_table`, and its columns bind silently
+after), a column it may not see as one its table lacks, where the statement names it:
+`unknown_column` or `ambiguous_column`, worded so that both are true, with what the role may
+use instead; names are bound as SQLite binds them, and a name that binds to a hidden column is
+reported as the role's binding of it (`scopes`, `seen`) says a name no table has would be. Only
+where that binding takes a column or alias the role sees, SQLite's reading of the hidden one is
+refused all the same (`column_not_visible`, naming nothing more than the statement wrote). A
+read the statement does not spell (`*`, NATURAL JOIN, a row key, ...) is a
+`column_not_visible` of its table that never names the hidden column; a `*` expanded inside a
+subquery gives it no column the role may not see.
 
 A CTE's body is bound as SQLite binds it: where a FROM item reads it, as a subquery there (its
 free names bind in the queries around that FROM, so each read binds it again: past
@@ -53,7 +67,7 @@ checker names them for statements from elsewhere):
   * `table_not_writable`: an INSERT / UPDATE / DELETE target outside the role's `writes` (its
     tables are one lexicon, read and written alike, so only the checker can tell).
 
-Violation kinds: unknown_table, table_not_visible, unknown_column, column_not_visible,
+Violation kinds: unknown_table, unknown_column, column_not_visible,
 ambiguous_column, unbound_qualifier, function_not_allowed, double_quoted_column,
 circular_reference, statement_too_complex, statement_not_allowed, conflict_not_allowed,
 cascade_not_allowed, read_not_allowed, table_not_writable, full_text_query.
@@ -101,7 +115,8 @@ class Violation:
     docstring), ``message`` is for the author; ``start``/``end`` are the byte span of the
     offending text in the UTF-8 statement; ``table``/``column`` name the table and column
     involved, where there are some (in catalog spelling if the catalog has them, else as the
-    statement wrote them, without quotes)."""
+    statement wrote them, without quotes), but never a table or column the role may not see:
+    callers get a violation whole."""
 
     kind: str
     message: str
@@ -179,11 +194,11 @@ class _Binder:
             self.update_or_delete(node)
 
     def insert(self, node: Tree) -> None:
-        self.inserting = self.view.schema.table(node.terminals("TABLE_NAME")[0].text)
         ctes = self.with_clause(node.child("with_clause"), ChainMap())
         scope = Scope(None, ctes)
         self.conflict_resolution(node.child("insert_verb"))
         target = self.target(node, scope)
+        self.inserting = target.table
         self.write_effects(node, node.child("insert_verb"), ())
         listed = node.child("column_name_list")
         query = node.child("insert_source")  # None: DEFAULT VALUES, which writes no value
@@ -238,12 +253,13 @@ class _Binder:
 
     def target_column(self, target: Source, column: Token) -> None:
         """A column of the target named in an INSERT column list or an UPDATE SET: written,
-        not read, but the role must see it."""
-        name = target.column(self.key(column.text))
+        not read, but the role must see it (a hidden one is as good as absent; the row key
+        that is one is said so)."""
+        name = target.column(self.key(column.text), seen=True)
         if name is None:
             self.unknown_column_of(target, column, column)
-        else:
-            self.require_visible(target, name, column)
+        elif target.table is not None and not self.may_read(target, name):
+            self.hidden_read(target.table, column, self.row_key_read(target.table, name))
 
     def conflict_resolution(self, node: Tree | None) -> None:
         """OR REPLACE (or REPLACE INTO) deletes the existing row a new or changed row
@@ -473,7 +489,10 @@ class _Binder:
                 self.read_every_column(source, item, f'"{self.text(item)}" reads')
                 if columns is not None and source.columns is not None:
                     for key, name in source.columns.items():
-                        if item.label == "table_all_columns" or key not in source.hidden:
+                        # a hidden column (its read is reported) gives no name to list later
+                        if key in source.hidden:
+                            continue
+                        if item.label == "table_all_columns" or key not in source.merged:
                             columns.setdefault(key, name)
             if any(s.columns is None for s in sources):
                 columns = None
@@ -607,7 +626,8 @@ class _Binder:
         right = self.join_source(right_node, scope, names, conditions, joins, False)
         if operator.terminals("NATURAL"):
             shared = {k for s in right if s.columns for k in s.columns if _exposing(left, k)}
-            self.merge_columns(left, right, shared, operator)
+            how = "NATURAL JOIN compares the columns its two sides share, among them one"
+            self.merge_columns(left, right, shared, operator, how)
         for condition in constraint:
             if condition.label == "on":
                 kinds = {t.label for t in operator.trees()}
@@ -617,7 +637,8 @@ class _Binder:
         return left + right
 
     def using(self, node: Tree, left: list[Source], right: list[Source]) -> None:
-        """USING (c, ...): each column must be on both sides; the join then merges it."""
+        """USING (c, ...): each column must be on both sides (as the role sees them); the join
+        then merges it."""
         (listed,) = node.trees("column_name_list")
         for column in listed.terminals("COLUMN_NAME"):
             key = self.key(column.text)
@@ -626,26 +647,28 @@ class _Binder:
                 if not _exposed(sources, key):
                     self.report(
                         "unknown_column",
-                        f'USING column "{name}" is not a column of the {side} side of the join '
-                        f"({', '.join(s.label for s in sources)}); USING names columns that "
-                        "both sides have",
+                        f"the {side} side of the join ({', '.join(s.label for s in sources)}) "
+                        f'has no column "{name}" that {self.role()} may use; USING names '
+                        "columns that both sides have",
                         column,
                         column=name,
                     )
                     break
             else:
-                self.merge_columns(left, right, {key}, column)
+                how = f"USING ({name}) compares that column of each side, among them one"
+                self.merge_columns(left, right, {key}, column, how)
 
     def merge_columns(
-        self, left: list[Source], right: list[Source], keys: Iterable[str], span: Span
+        self, left: list[Source], right: list[Source], keys: Iterable[str], span: Span, how: str
     ) -> None:
         """USING / NATURAL: the join compares these columns of both sides (so reads them);
-        afterwards a bare name binds to the left one."""
+        afterwards a bare name binds to the left one. `how`: what compares them, as a hidden
+        one's report begins."""
         for key in keys:
             for source in (*_exposing(left, key)[:1], *_exposing(right, key)):
-                self.read(source, source.columns[key], span)
+                self.read(source, source.columns[key], span, how)
             for source in right:
-                source.hidden.add(key)
+                source.merged.add(key)
 
     def from_item(self, node: Tree, scope: Scope) -> Source:
         """A table, view or CTE reference, or a subquery (which cannot see this core's other
@@ -679,42 +702,41 @@ class _Binder:
         return self.key(qualifier.text), self.rules.unquote(qualifier.text)[0], written
 
     def table_source(self, name: Token, alias: Token | None, table: Table | None) -> Source:
-        """The source for a schema table (`table`: None if it is unknown or hidden, which was
-        reported). A hidden one keeps its real columns, so that a name it lacks binds further
-        out, as in SQLite, and is judged there; its own are neither judged nor listed again.
-        One the schema lacks (SQLite refuses the statement) has unknown columns."""
+        """The source for a schema table (`table`: None if the role may see none of that name,
+        which was reported: its columns are unknown, whether the schema has it or not, so
+        that what follows says nothing of a hidden one)."""
         named = self.source_name(name, alias)
-        secret = table is None
-        table = table or self.view.schema.table(name.text)
         if table is None:
             return Source(*named, None, None)
         columns = {self.rules.catalog_key(c.name): c.name for c in table.columns}
+        hidden = frozenset(
+            k for k, c in columns.items() if not self.view.may_see_column(table.name, c)
+        )
         sqlite = self.view.schema.dialect == "sqlite"
         return Source(
             *named,
-            None if secret else table,
+            table,
             columns,
             has_rowid=sqlite and table.has_rowid is not False,
             rowid_uncertain=sqlite and table.has_rowid is None,
-            secret=secret,
+            hidden=hidden,
         )
 
     def schema_table(self, name: Token) -> Table | None:
-        """The schema table `name` denotes, if it exists and the role may see it (else the
-        violation is reported and None returned)."""
+        """The schema table `name` denotes, if the role may see it (else the violation is
+        reported, the same whether the schema has a hidden table of that name or none, and
+        None returned)."""
         table = self.view.schema.table(name.text)
         if table is not None and self.view.may_see_table(table.name):
             return table
-        visible = _listing(t.name for t in self.view.tables)
-        if table is None:
-            written = self.rules.unquote(name.text)[0]
-            message = f'no table or view named "{written}" in the schema'
-            self.report("unknown_table", f"{message}; tables you may use: {visible}", name, written)
-        else:
-            message = f'table "{table.name}" is not visible to {self.role()}'
-            self.report(
-                "table_not_visible", f"{message}; tables it may use: {visible}", name, table.name
-            )
+        written = self.rules.unquote(name.text)[0]
+        self.report(
+            "unknown_table",
+            f'no table or view named "{written}" that {self.role()} may use; tables it may '
+            f"use: {_listing(t.name for t in self.view.tables)}",
+            name,
+            written,
+        )
         return None
 
     # -- expressions
@@ -747,9 +769,13 @@ class _Binder:
         key = self.key(column.text)
         qualifier = node.terminals("QUALIFIER")
         if not qualifier:
-            self.bind(scope.lookup(key), key, column, scope)
+            self.bind(key, column, scope)
             return
-        sources, having = self.qualified(qualifier[0], key, scope)
+        found = self.qualified(qualifier[0], key, scope)
+        if found is None:
+            self.shadowed(node)
+            return
+        sources, having = found
         if not sources:
             self.unbound_qualifier(qualifier[0], scope)
         elif not having:
@@ -759,8 +785,25 @@ class _Binder:
         else:
             self.read(having[0], having[0].column(key) or key, node)
 
-    def bind(self, found: Lookup, key: str, column: Token, scope: Scope) -> None:
-        """Judge a bare column name bound by `Scope.lookup`."""
+    def binding(self, key: str, scope: Scope) -> Lookup | None:
+        """Where a bare name binds, as the role may be told: SQLite's binding, unless that is a
+        column the role may not see; then the role's (`seen`: where a name no table has would
+        bind), or None where that takes a column or alias the role sees (SQLite's reading of
+        the hidden one is refused all the same: `shadowed`)."""
+        found = scope.lookup(key)
+        if not any(key in s.hidden for s in found.sources):
+            return found
+        seen = scope.lookup(key, seen=True)
+        if seen.alias or (len(seen.sources) == 1 and seen.sources[0].is_known):
+            return None
+        return replace(seen, seen=True)
+
+    def bind(self, key: str, column: Token, scope: Scope) -> None:
+        """Judge a bare column name, bound by `binding`."""
+        found = self.binding(key, scope)
+        if found is None:
+            self.shadowed(column)
+            return
         if found.alias:
             return
         if not found.sources:
@@ -771,7 +814,9 @@ class _Binder:
         else:
             source = found.sources[0]
             self.read(source, source.column(key) or key, column)
-        if key in ROWID_KEYS:  # with guessed row keys it may bind elsewhere: judge those too
+        # with guessed row keys it may bind elsewhere: judge those too (the role's binding is
+        # refused already)
+        if key in ROWID_KEYS and not found.seen:
             for other in scope.row_key_candidates(key):
                 if other not in found.sources:
                     self.read(other, other.column(key) or key, column)
@@ -802,46 +847,72 @@ class _Binder:
         )
 
     def column_source(self, node: Tree, scope: Scope) -> Source | None:
-        """The one FROM item a column reference binds to (None: none, several, or an alias)."""
+        """The one FROM item a column reference binds to, as the role may be told (None: none,
+        several, or an alias)."""
         (column,) = node.terminals("COLUMN_NAME")
         key = self.key(column.text)
         qualifier = node.terminals("QUALIFIER")
         if qualifier:
-            sources = self.qualified(qualifier[0], key, scope)[1]
+            found = self.qualified(qualifier[0], key, scope)
+            sources = [] if found is None else found[1]
         else:
-            found = scope.lookup(key)
-            sources = [] if found.alias else list(found.sources)
+            bound = self.binding(key, scope)
+            sources = [] if bound is None or bound.alias else list(bound.sources)
         return sources[0] if len(sources) == 1 else None
 
     def qualified(
         self, qualifier: Token, key: str, scope: Scope
-    ) -> tuple[list[Source], list[Source]]:
+    ) -> tuple[list[Source], list[Source]] | None:
         """The FROM items `qualifier` names, and those of them with the column `key` (for
-        `t JOIN t USING (c)`, t.c is the left one)."""
-        sources = scope.qualifier(self.key(qualifier.text[:-1]), key)
-        having = [s for s in sources if s.column(key) is not None]
+        `t JOIN t USING (c)`, t.c is the left one), as the role may be told (`binding`): None
+        where SQLite binds a hidden column and the role's binding a column it sees."""
+        wanted = self.key(qualifier.text[:-1])
+        sources, having = self.named(wanted, key, scope, seen=False)
+        if not any(key in s.hidden for s in having):
+            return sources, having
+        sources, having = self.named(wanted, key, scope, seen=True)
+        return None if any(s.is_known for s in having) else (sources, having)
+
+    @staticmethod
+    def named(wanted: str, key: str, scope: Scope, seen: bool) -> tuple[list[Source], list[Source]]:
+        """`qualified`, as SQLite binds it or as the role sees the columns (`seen`)."""
+        sources = list(scope.qualifier(wanted, key, seen))
+        having = [s for s in sources if s.column(key, seen) is not None]
         if len(having) > 1:
-            having = [s for s in having if key not in s.hidden] or having
+            having = [s for s in having if key not in s.merged] or having
         return sources, having
 
     def double_quoted(self, node: Tree, scope: Scope) -> None:
-        """A double-quoted string reads the column of that name if one is in scope."""
+        """A double-quoted string reads the column of that name if one is in scope. It is
+        refused unless that is a column the role sees (or a result alias), or it binds nothing
+        where no table in scope hides a column: a string and a hidden column get one answer,
+        which depends on no hidden name."""
         tokens = node.terminals("DQ_STRING")
         if not tokens:
             return
         token = tokens[0]
         name = self.rules.unquote(token.text)[0]
         key = self.rules.key(name, True)
-        found = scope.lookup(key)
+        found = self.binding(key, scope)
+        if found is None:
+            self.quoted_string(token)
+            return
         if len(found.sources) > 1 and found.sources[0].has_column(key):
             self.ambiguous(token, name, name, found.sources)
-            return
-        if len(found.sources) == 1:  # (several row keys: SQLite takes it for a string)
+        elif len(found.sources) == 1:
             self.quoted_read(found.sources[0], key, token)
-        if key in ROWID_KEYS:  # as in `bind`
+        elif not found.alias and self.hides_columns(scope):
+            self.quoted_string(token)  # a string to SQLite: no column, or several row keys
+        if key in ROWID_KEYS and not found.seen:  # as in `bind`
             for other in scope.row_key_candidates(key):
                 if other not in found.sources:
                     self.quoted_read(other, key, token)
+
+    @staticmethod
+    def hides_columns(scope: Scope) -> bool:
+        """Has a table in scope columns the role may not see (which a double-quoted string
+        might name)?"""
+        return any(s.hidden for level in scope.levels() for s in level.sources)
 
     def quoted_read(self, source: Source, key: str, token: Token) -> None:
         """A double-quoted string `token` that binds to the column `key` of `source`."""
@@ -849,20 +920,22 @@ class _Binder:
         if table is None:
             return
         column = self.column_read(table, source.column(key) or key)
-        if not self.view.may_read:
+        if not self.may_read(source, column):  # the row key: a hidden column it may be
+            self.quoted_string(token)
+        elif not self.view.may_read:
             what = f'{token.text} in double quotes (column "{column}" of "{table.name}")'
             self.read_not_allowed(token, what, table.name, column)
-        elif not self.may_read(source, column):
-            self.report(
-                "double_quoted_column",
-                f'{token.text} in double quotes reads column "{column}" of table '
-                f'"{table.name}" (SQLite takes a double-quoted name for a column in scope), '
-                f"which {self.role()} may not see; for a string, use single quotes: "
-                f"{_single_quoted(self.rules.unquote(token.text)[0])}",
-                token,
-                table=table.name,
-                column=column,
-            )
+
+    def quoted_string(self, token: Token) -> None:
+        """A double-quoted string that binds no column the role sees: SQLite would read it as
+        a string, or as a column the role may not see, and the message is the same."""
+        self.report(
+            "double_quoted_column",
+            f"{token.text} in double quotes is no column {self.role()} may read here, and "
+            "SQLite reads a double-quoted name as a column where one is in scope; for a "
+            f"string, use single quotes: {_single_quoted(self.rules.unquote(token.text)[0])}",
+            token,
+        )
 
     def keyword_function(self, node: Tree) -> str | None:
         """The function `node` calls if its production spells one as a keyword or operator."""
@@ -884,17 +957,9 @@ class _Binder:
         multi-row VALUES, the row before; `max(key) + 1` on a fresh table's end): a read of
         the target's row key. (Outside an INSERT it is 0: every statement runs on a
         connection of its own.)"""
-        if may_read_row_key(self.view, table):
-            return
-        read = table.rowid_column or "rowid"
-        self.report(
-            "column_not_visible",
-            f'last_insert_rowid() returns the row key of the row an INSERT wrote (column "{read}"'
-            f' of table "{table.name}"), which is not visible to {self.role()}',
-            token,
-            table=table.name,
-            column=read,
-        )
+        if not may_read_row_key(self.view, table):
+            what = "last_insert_rowid() returns the row key of the row an INSERT wrote, a column"
+            self.hidden_read(table, token, f'{what} of table "{table.name}"')
 
     def call(self, function: str, token: Span) -> None:
         if not self.view.may_call(function):
@@ -925,9 +990,9 @@ class _Binder:
             return column
         return table.rowid_column or "rowid"
 
-    def read(self, source: Source, column: str, span: Span) -> None:
-        """A reference to `column` of `source` that reads it: the role needs select, and
-        must see the column."""
+    def read(self, source: Source, column: str, span: Span, how: str = "") -> None:
+        """A read of `column` of `source` that SQLite binds (a column the role sees or a row key,
+        or `how`: one NATURAL / USING compares): the role must see it, and hold select."""
         if source in self.after_on:
             self.report(
                 "unknown_column",
@@ -940,33 +1005,51 @@ class _Binder:
             )
             return
         table = source.table
-        if table is not None and not self.view.may_read:
+        if table is None:
+            return
+        if not self.may_read(source, column):
+            what = f'{how} of table "{table.name}"' if how else self.row_key_read(table, column)
+            self.hidden_read(table, span, what)
+        elif not self.view.may_read:
             what = f'column "{column}" of table "{table.name}"'
             self.read_not_allowed(span, what, table.name, self.column_read(table, column))
-            return
-        self.require_visible(source, column, span)
 
-    def require_visible(self, source: Source, column: str, span: Span) -> None:
-        """A reference to `column` of `source` (read or written): the role must see it."""
-        table = source.table
-        if table is None or self.may_read(source, column):
-            return
-        read = self.column_read(table, column)
-        row_key = table.column(column, self.rules) is None
-        why = ""
-        if row_key and table.has_rowid is None:
-            why = f" ({column} may be its INTEGER PRIMARY KEY, and some of its columns are hidden)"
-        elif row_key:
-            key = "its INTEGER PRIMARY KEY" if table.rowid_column else "its implicit row key"
-            why = f' (which "{column}" reads: SQLite\'s row key is {key})'
+    def row_key_read(self, table: Table, column: str) -> str:
+        """How `hidden_read` says that `column` (a row key name, as the statement wrote it)
+        reads a hidden column: the row key, or a real column of that name where it may bind
+        to one (a guessed row key elsewhere)."""
+        if table.column(column, self.rules) is not None:
+            return f'"{column}" may bind to a column of table "{table.name}"'
+        if table.has_rowid is None:
+            return (
+                f'"{column}" reads the row key of table "{table.name}", which may be its INTEGER '
+                "PRIMARY KEY (the schema does not say), and so a column"
+            )
+        key = "its INTEGER PRIMARY KEY" if table.rowid_column else "its implicit row key"
+        return f'"{column}" reads the row key of table "{table.name}" ({key}), a column'
+
+    def hidden_read(self, table: Table, span: Span, what: str, advice: str = "") -> None:
+        """A read of a column of `table` the role may not see that the statement does not name
+        (`what` says how it reads it): said without naming the column."""
         visible = _listing(c.name for c in self.view.columns(table))
         self.report(
             "column_not_visible",
-            f'column "{read}" of table "{table.name}"{why} is not visible to {self.role()}; '
-            f"visible columns: {visible}",
+            f"{what} that {self.role()} may not see; {advice or f'visible columns: {visible}'}",
             span,
             table=table.name,
-            column=read,
+        )
+
+    def shadowed(self, span: Span) -> None:
+        """A name SQLite binds to a column the role may not see, where the role's binding takes
+        a column or result alias it sees: refused, and said as little as can be (refusing it
+        says that much)."""
+        self.report(
+            "column_not_visible",
+            f'"{self.text(span)}" binds here, as SQLite binds names (the innermost table that has '
+            "the column, before a result alias or an outer query), to a column that "
+            f"{self.role()} may not see; qualify it with the table or alias it should read, or "
+            "rename the result alias it means",
+            span,
         )
 
     def read_every_column(
@@ -977,21 +1060,19 @@ class _Binder:
         table = source.table
         if table is None:
             return
-        visible = _listing(c.name for c in self.view.columns(table))
-        advice = advice or f"name the columns instead (visible: {visible})"
-        for column in table.columns:
-            if reads and not self.view.may_read:
+        visible = self.view.columns(table)
+        if reads and not self.view.may_read:
+            for column in visible:
                 what = f'{verb} every column, so column "{column.name}" of table "{table.name}"'
                 self.read_not_allowed(span, what, table.name, column.name)
-            elif not self.may_read(source, column.name):
-                self.report(
-                    "column_not_visible",
-                    f'{verb} every column of table "{table.name}", including "{column.name}", '
-                    f"which {self.role()} may not see; {advice}",
-                    span,
-                    table=table.name,
-                    column=column.name,
-                )
+        if source.hidden:
+            listing = _listing(c.name for c in visible)
+            self.hidden_read(
+                table,
+                span,
+                f'{verb} every column of table "{table.name}", including columns',
+                advice or f"name the columns instead (visible: {listing})",
+            )
 
     def read_not_allowed(
         self, span: Span, what: str, table: str, column: str | None = None
@@ -1019,22 +1100,25 @@ class _Binder:
         )
 
     def unknown_column(self, column: Token, scope: Scope) -> None:
+        """A bare name that binds no column the role sees (none exists, or it is hidden)."""
         name = self.rules.unquote(column.text)[0]
         sources = [source for level in scope.levels() for source in level.sources]
         where = "; ".join(f"{s.label}: {self.column_names(s)}" for s in sources)
         self.report(
             "unknown_column",
-            f'no table in scope has a column "{name}"; '
+            f'no table in scope has a column "{name}" that {self.role()} may use; '
             + (f"columns in scope: {where}" if sources else "the query reads no table (no FROM)"),
             column,
             column=name,
         )
 
     def unknown_column_of(self, source: Source, column: Token, span: Span) -> None:
+        """A column `source` lacks as the role sees it (none exists, or it is hidden)."""
         name = self.rules.unquote(column.text)[0]
         self.report(
             "unknown_column",
-            f'{source.label} has no column "{name}"; its columns: {self.column_names(source)}',
+            f'{source.label} has no column "{name}" that {self.role()} may use; its columns: '
+            f"{self.column_names(source)}",
             span,
             table=source.table.name if source.table else None,
             column=name,
@@ -1068,8 +1152,6 @@ class _Binder:
 
     def column_names(self, source: Source) -> str:
         """The columns a message may list for a source: what the role sees of a table."""
-        if source.secret:
-            return "none (it is hidden)"
         if source.table is not None:
             return _listing(c.name for c in self.view.columns(source.table))
         return _listing(source.columns.values()) if source.columns is not None else "unknown"
@@ -1186,8 +1268,12 @@ def _exposing(sources: list[Source], key: str) -> list[Source]:
 
 
 def _exposed(sources: list[Source], key: str) -> bool:
-    """Has a side of a join the column USING names (a real one: never the row key)?"""
-    return any(s.exposes(key) and (s.columns is None or key in s.columns) for s in sources)
+    """Has a side of a join the column USING names (a real one, never the row key; one the
+    role sees)?"""
+    return any(
+        s.exposes(key, seen=True) and (not s.is_known or s.has_column(key, seen=True))
+        for s in sources
+    )
 
 
 def may_read_row_key(view: SchemaView, table: Table) -> bool:

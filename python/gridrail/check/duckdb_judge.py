@@ -109,14 +109,15 @@ class DuckDBJudge:
                     "SELECT json_serialize_plan(?, optimize := false)", [sql]
                 ).fetchone()
             except Exception as exc:  # duckdb.Error, or the interrupt at the deadline
-                return [_rejected(sql, f"planning it failed: {exc}")]
+                return [_rejected(sql, f"planning it failed: {_first_line(str(exc))}")]
             finally:
                 timer.cancel()
                 timer.join()
         plan = json.loads(found[0])
         if plan.get("error"):
             start = int(plan.get("position") or 0)
-            return [_rejected(sql, plan.get("error_message", "no reason given"), start)]
+            reason = _first_line(plan.get("error_message") or "no reason given")
+            return [_rejected(sql, reason, start)]
         return _PlanJudge(self.view, sql).judge(plan["plans"])
 
 
@@ -152,21 +153,18 @@ class _PlanJudge:
         names = _field(operator, "names")
         indexes = [_field(index, "index") for index in _field(operator, "column_indexes")]
         read = [names[i] for i in indexes if i < _VIRTUAL_COLUMNS]
+        named = self.view.naming(table.name)
         if not self.view.may_see_table(table.name):  # even a row count of it
-            self.deny(f"it reads table {table.name}, which role {self.role!r} may not see", table)
+            self.deny(f"it reads {named}, which role {self.role!r} may not see", table)
         elif read and not self.view.may_read:
-            self.deny(
-                f"it reads columns {', '.join(read)} of {table.name}, and role {self.role!r} "
-                "may not read",
-                table,
-            )
+            self.deny(f"it reads columns of {named}, and role {self.role!r} may not read", table)
         else:
             for column in read:
                 if not self.view.may_see_column(table.name, column):
                     self.deny(
-                        f"it reads column {column} of {table.name}, which role {self.role!r} "
-                        f"may not see (the semantic checker did not catch it); the columns of "
-                        f"{table.name} it may see: {self.visible(table)}",
+                        f"it reads {self.view.naming(table.name, column)}, which role "
+                        f"{self.role!r} may not see (the semantic checker did not catch it); "
+                        f"the columns of {table.name} it may see: {self.visible(table)}",
                         table,
                         column,
                     )
@@ -175,18 +173,17 @@ class _PlanJudge:
         info = _field(operator, "table_info")
         table = self.table(_field(info, "table"))
         if not (self.view.may_hold(kind) and self.view.may_write_table(table.name)):
-            self.deny(
-                f"it {kind}s into table {table.name}, which role {self.role!r} may not", table
-            )
-        if kind != "update":
+            named = self.view.naming(table.name)
+            self.deny(f"it {kind}s into {named}, which role {self.role!r} may not", table)
+        if kind != "update" or not self.view.may_see_table(table.name):
             return
         columns = [_field(column, "name") for column in _field(info, "columns", "columns")]
         for index in _field(operator, "columns"):
             column = columns[index]
             if not self.view.may_see_column(table.name, column):
                 self.deny(
-                    f"it sets column {column} of {table.name}, which role {self.role!r} may not "
-                    f"see; the columns of {table.name} it may see: {self.visible(table)}",
+                    f"it sets {self.view.naming(table.name, column)}, which role {self.role!r} "
+                    f"may not see; the columns of {table.name} it may see: {self.visible(table)}",
                     table,
                     column,
                 )
@@ -203,10 +200,10 @@ class _PlanJudge:
         return ", ".join(c.name for c in self.view.columns(table)) or "none"
 
     def deny(self, reason: str, table: Table | None = None, column: str | None = None) -> None:
+        """`reason` names nothing the role may not see; nor does the violation."""
         message = f"DuckDB's binder shows this statement breaks the policy: {reason}"
-        violation = Violation(
-            "database_denied", message, 0, self.size, table.name if table else None, column
-        )
+        shown = self.view.disclosed(table.name if table else None, column)
+        violation = Violation("database_denied", message, 0, self.size, *shown)
         if violation not in self.violations:
             self.violations.append(violation)
 
@@ -278,6 +275,13 @@ def _catalog_copy(view: SchemaView) -> Any:
             ) from None
     conn.execute("SET lock_configuration = true")  # no statement changes these settings
     return conn
+
+
+def _first_line(message: str) -> str:
+    """DuckDB's error without what follows its first line: the candidate names it suggests
+    there ("Candidate bindings", "Did you mean") are taken from every table of the copy, hidden
+    ones too."""
+    return message.strip().split("\n", 1)[0]
 
 
 def _rejected(sql: str, reason: str, start: int = 0) -> Violation:

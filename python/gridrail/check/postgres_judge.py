@@ -202,15 +202,15 @@ class PostgresJudge:
         size = len(sql.encode("utf-8"))
         role = _role(self.view)
         table = _catalog_table(self.view, found["name"]) if found else None
-        if found is None:  # another refusal, or a server that speaks another language
-            text = (
-                f"PostgreSQL's privilege check refused this statement for role {role!r}: {message}"
-            )
+        if found is None:  # another refusal, or a server that speaks another language, whose
+            # words might name a hidden table
+            text = f"PostgreSQL's privilege check refused this statement for role {role!r}"
         elif table is None or found["kind"] in ("schema", "sequence", "function", "procedure"):
             text = f"PostgreSQL refused role {role!r} the use of {found['kind']} {found['name']}"
         elif not self.view.may_see_table(table.name):
             text = (
-                f"PostgreSQL refused this statement: role {role!r} may not see table {table.name}"
+                f"PostgreSQL refused this statement: it uses {self.view.naming(table.name)}, "
+                f"which role {role!r} may not see"
             )
         else:
             usable = ", ".join(c.name for c in self.view.columns(table)) or "none"
@@ -219,7 +219,8 @@ class PostgresJudge:
                 f"{role!r} may not use so (the semantic checker did not catch it); the columns "
                 f"of {table.name} it may see: {usable}"
             )
-        return Violation("database_denied", text, 0, size, table=table.name if table else None)
+        shown, _ = self.view.disclosed(table.name if table else None)
+        return Violation("database_denied", text, 0, size, table=shown)
 
 
 # The connecting user: superuser? does the role exist? is the user a member of it?

@@ -18,6 +18,12 @@ SQLite versions, of a FROM subquery; never of a CTE. A row key name binds in the
 where some source has a row key, if exactly one source there has; with several, only a real
 column further out can still take it (SQLite counts the row keys it passes), failing which it is
 refused. Where no source has one, the name binds outwards like any other.
+
+Names also bind as the role sees them (`seen`): a column of a table the role may not see is then
+absent. SQLite binds to it all the same, and the checker judges what SQLite binds; but where that
+is a hidden column, what it reports is what a name no table has would get, which the role's
+binding says (a table the role may not see is no source of known columns at all, as one the
+schema lacks).
 """
 
 from __future__ import annotations
@@ -37,9 +43,9 @@ class Source:
     """One FROM item as names see it.
 
     ``columns`` maps each column's key to its name (catalog spelling for a table, the name a
-    subquery or CTE gives it otherwise), in order; None when it cannot be known (the table does
-    not exist, a CTE is read circularly: that was reported, and a lookup succeeds silently
-    rather than report every column of it again).
+    subquery or CTE gives it otherwise), in order; None when it cannot be known (the role may
+    see no table of that name, a CTE is read circularly: that was reported, and a lookup
+    succeeds silently rather than report every column of it again).
     """
 
     key: str | None  # what a qualifier must denote; None: a subquery without an alias
@@ -52,8 +58,10 @@ class Source:
     # ROWID, and whether this SQLite gives a FROM subquery one depends on its version. Then
     # the name binds here or outwards, and both are judged.
     rowid_uncertain: bool = False
-    hidden: set[str] = field(default_factory=set)  # keys merged into a left source by USING
-    secret: bool = False  # a table the role may not see (reported): its columns bind, unjudged
+    merged: set[str] = field(default_factory=set)  # keys merged into a left source by USING
+    # keys of a table's columns the role may not see: SQLite binds them, the role's binding
+    # does not (`seen`), and no message lists them
+    hidden: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -64,22 +72,26 @@ class Source:
     def is_known(self) -> bool:
         return self.columns is not None
 
-    def column(self, key: str) -> str | None:
+    def column(self, key: str, seen: bool = False) -> str | None:
         """The name of the column with this key, if this source has it (an unknown source has
-        every column, named as looked up)."""
+        every column, named as looked up; `seen`: as the role sees it, without hidden ones)."""
         if self.columns is None:
             return key
+        if seen and key in self.hidden:
+            return None
         name = self.columns.get(key)
         if name is None and self.has_rowid and key in ROWID_KEYS:
             return key
         return name
 
-    def exposes(self, key: str) -> bool:
+    def exposes(self, key: str, seen: bool = False) -> bool:
         """Can a bare name bind here (a column merged by USING / NATURAL binds to the left)?"""
-        return key not in self.hidden and self.column(key) is not None
+        return key not in self.merged and self.column(key, seen) is not None
 
-    def has_column(self, key: str) -> bool:
+    def has_column(self, key: str, seen: bool = False) -> bool:
         """A real column (not the row key) of a known source."""
+        if seen and key in self.hidden:
+            return False
         return self.columns is not None and key in self.columns
 
 
@@ -112,6 +124,7 @@ class Lookup:
 
     sources: tuple[Source, ...] = ()
     alias: bool = False
+    seen: bool = False  # the role's binding, in place of SQLite's (a column it may not see)
 
 
 @dataclass(eq=False)
@@ -139,7 +152,7 @@ class Scope:
             yield scope
             scope = scope.parent
 
-    def qualifier(self, key: str, column: str) -> tuple[Source, ...]:
+    def qualifier(self, key: str, column: str, seen: bool = False) -> tuple[Source, ...]:
         """The sources a qualified column `key.column` can bind to: those named `key` in the
         innermost scope where one of them has the column; failing that, those of the innermost
         scope that has any (they lack the column); () when no scope has the name."""
@@ -148,10 +161,10 @@ class Scope:
             for scope in self.levels()
             if (found := tuple(s for s in scope.sources if s.key == key))
         ]
-        having = [found for found in named if any(s.column(column) for s in found)]
+        having = [found for found in named if any(s.column(column, seen) for s in found)]
         return (having or named or [()])[0]
 
-    def lookup(self, key: str) -> Lookup:
+    def lookup(self, key: str, seen: bool = False) -> Lookup:
         """Bind a bare column name. A source that could not be known takes a name only when no
         known source of its scope does, so one unknown table causes one report, not many (it
         is not known because it was reported). A real column wins over a row key. A row key
@@ -160,9 +173,9 @@ class Scope:
         failing one the name is ambiguous (SQLite counts them: "no such column")."""
         crowded: tuple[Source, ...] = ()  # sources with a row key, several in one scope
         for scope in self.levels():
-            found = [s for s in scope.sources if s.exposes(key)]
+            found = [s for s in scope.sources if s.exposes(key, seen)]
             known = tuple(s for s in found if s.is_known)
-            real = tuple(s for s in known if s.has_column(key))
+            real = tuple(s for s in known if s.has_column(key, seen))
             if real:
                 return Lookup(real)
             if found and not known:

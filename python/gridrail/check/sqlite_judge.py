@@ -27,9 +27,14 @@ checker did not report (no violation names its table and column, or the function
 `database_denied` violation of its own, spanning the whole statement, because the checker missed
 it: that is a checker bug to report, and the statement is refused. A statement SQLite cannot
 prepare is `database_rejected`, quoting SQLite (the repair loop learns what the database would
-say), unless the checker already named a name it cannot bind (SQLite then says the same, less
-precisely). The kinds are those of the other databases' judges (`postgres_judge`,
-`duckdb_judge`).
+say). The kinds are those of the other databases' judges (`postgres_judge`, `duckdb_judge`).
+
+SQLite sees what the role may not. So once the checker has reported a name the role cannot bind
+(SQLite then cannot prepare the statement, or binds it to a hidden table or column the checker
+treats as absent) or a read of a column the role may not see, the judge adds nothing: the
+statement is refused, and SQLite's words would speak of what the role may not see (the column
+a name binds to, how many columns a table has). Its own messages name a table or column only
+where the role may see it (`SchemaView.naming`).
 
 What SQLite does not report: the columns NATURAL JOIN and USING compare (it builds those
 references itself, without asking), so only the checker judges them.
@@ -67,14 +72,16 @@ _WRITES = {
     sqlite3.SQLITE_DELETE: "delete",
 }
 _NAMES_NOTHING = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
-# the checker's violations that say why SQLite cannot prepare a statement
-_NAME_ERRORS = frozenset(
+# the checker's violations after which the judge adds nothing (the module says why)
+_UNDISCLOSED = frozenset(
     {
         "unknown_table",
         "unknown_column",
         "ambiguous_column",
         "unbound_qualifier",
         "circular_reference",
+        "column_not_visible",
+        "double_quoted_column",
     }
 )
 _CREATE_TABLE = re.compile(r"\s*CREATE\s+(?:VIRTUAL\s+)?TABLE\s", re.IGNORECASE)
@@ -172,9 +179,9 @@ class SqliteJudge:
     ) -> list[Violation]:
         """`violations`, for a statement already prepared."""
         data = sql.encode("utf-8", "surrogatepass")  # a lone surrogate: SQLite refuses it
+        if any(v.kind in _UNDISCLOSED for v in reported):
+            return []
         if prepared.error is not None:
-            if any(v.kind in _NAME_ERRORS for v in reported):
-                return []  # SQLite refuses the name the checker named
             message = f"SQLite cannot prepare the statement: {prepared.error}"
             return [Violation("database_rejected", message, 0, len(data))]
         denied = dict.fromkeys(self.row_key(access) for access in self.denied(prepared))
@@ -191,18 +198,17 @@ class SqliteJudge:
             "and the semantic checker did not report it: that is a gridrail bug, please report "
             "it; the statement is refused"
         )
-        if access.action == "read":
-            what = f'column "{access.name}" of table' if access.name else "table"
-            message = f'SQLite reads {what} "{access.table}", which {role} may not read, {tail}'
-            return Violation("database_denied", message, 0, end, access.table, access.name or None)
         if access.action == "call":
             message = f'SQLite calls function "{access.name}", which {role} may not call, {tail}'
             return Violation("database_denied", message, 0, end)
-        target = f' table "{access.table}"' if access.table else ""
-        if access.action == "update" and access.name:
-            target = f' column "{access.name}" of{target}'
-        message = f"SQLite would {access.action}{target}, which {role} may not do, {tail}"
-        return Violation("database_denied", message, 0, end, access.table, access.name)
+        column = access.name if access.action in ("read", "update") else None
+        table, shown = self.view.disclosed(access.table, column)
+        what = f" {self.view.naming(access.table, column)}" if access.table else ""
+        if access.action == "read":
+            message = f"SQLite reads{what}, which {role} may not read, {tail}"
+        else:
+            message = f"SQLite would {access.action}{what}, which {role} may not do, {tail}"
+        return Violation("database_denied", message, 0, end, table, shown)
 
     def _hear(
         self, action: int, first: str | None, second: str | None, _db: str | None, inner: str | None

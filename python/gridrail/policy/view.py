@@ -4,6 +4,10 @@ what it may do with them (read at all, write which tables).
 One place answers "may this role see table t / column c of t", for the lexicon builder (which
 makes the rest unspellable) and for the semantic checker (which names what the mask cannot
 enforce). Policy names are matched to catalog names with the dialect's identifier rules.
+
+It also says how a message to the role may name a table or column (`disclosed`, `naming`): only
+by a name it may see, so that nothing it is told names a hidden table or column, or says that
+one exists.
 """
 
 from __future__ import annotations
@@ -74,6 +78,29 @@ class SchemaView:
         if rule.allow is not None and all(key(c) != column for c in rule.allow):
             return False
         return all(key(c) != column for c in rule.deny)
+
+    def disclosed(
+        self, table: str | None, column: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """A table and its column (catalog spelling; no column, or "": the table itself) as a
+        message to the role may name them: each only where the role may see it, else None."""
+        if table is None or not self.may_see_table(table):
+            return None, None
+        if column and not self.may_see_column(table, column):
+            return table, None
+        return table, column or None
+
+    def naming(self, table: str, column: str | None = None) -> str:
+        """`disclosed` in words: `column "c" of table "t"`, `a column of table "t"` (one the
+        role may not see), `table "t"`, or `a table` (one it may not see)."""
+        shown, shown_column = self.disclosed(table, column)
+        if shown is None:
+            return "a table"
+        if not column:
+            return f'table "{shown}"'
+        if shown_column is None:
+            return f'a column of table "{shown}"'
+        return f'column "{shown_column}" of table "{shown}"'
 
     def may_call(self, function: str) -> bool:
         """`function` lower case, as the grammar's function terminal spells it."""
