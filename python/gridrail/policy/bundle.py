@@ -230,6 +230,15 @@ def _load_role(name: str, spec: object, catalogue: ConstructCatalogue, lines: _L
             "names",
             section,
         )
+    barred = catalogue.barred_functions(banned)
+    if functions is not None and functions & barred:
+        function = sorted(functions & barred)[0]
+        raise lines.error(
+            f"role {name!r}: {function} is a construct it bans under another spelling "
+            f"(banned: {', '.join(sorted(banned))}); drop it from functions",
+            function,
+            section,
+        )
     role = Role(
         name,
         statements,
@@ -240,6 +249,7 @@ def _load_role(name: str, spec: object, catalogue: ConstructCatalogue, lines: _L
         lines.find(f"[{section}]"),
         writes,
         names,
+        barred,
     )
     _require_distinct_names(role, catalogue.rules, lines)
     _require_consistent(role, catalogue.rules, lines)

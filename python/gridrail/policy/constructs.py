@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
@@ -37,6 +37,7 @@ _SECTIONS = {
     "capabilities",
     "lexicons",
     "function_keywords",
+    "construct_functions",
     "generation",
 }
 _CAPABILITY_KEYS = {"requires", "productions"}
@@ -130,6 +131,9 @@ class ConstructCatalogue:
     generation: GenerationSurface | None = None  # None: the grammar has no generation profile
     # functions the grammar spells as keywords (CURRENT_DATE): name -> the productions using it
     function_keywords: dict[str, frozenset[int]] = field(default_factory=dict)
+    # construct -> the functions that are it under another spelling (`like(p, x)` is `x LIKE p`):
+    # a role that bans the construct may not call them
+    construct_functions: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @cached_property
     def functions(self) -> frozenset[str]:
@@ -221,6 +225,9 @@ class ConstructCatalogue:
             if "generation" in data
             else None
         )
+        construct_functions = _construct_functions(
+            data.get("construct_functions", {}), constructs, function_terminals, source
+        )
         dialect = data.get("dialect")
         if dialect not in RULES:
             raise PolicyError(
@@ -239,7 +246,12 @@ class ConstructCatalogue:
             source,
             generation,
             function_keywords,
+            construct_functions,
         )
+
+    def barred_functions(self, banned: Iterable[str]) -> frozenset[str]:
+        """The functions a role that bans `banned` constructs may not call."""
+        return frozenset().union(*(self.construct_functions.get(c, ()) for c in banned))
 
     @property
     def rules(self) -> IdentifierRules:
@@ -265,6 +277,12 @@ class ConstructCatalogue:
             "lexicons": [[c.terminal, c.words, c.suffix] for c in self.lexicons],
             "functions": sorted(self.functions),
             "function_keywords": indices(self.function_keywords),
+            # (only where the catalogue has some: an older catalogue keeps its fingerprint)
+            **(
+                {"construct_functions": {c: sorted(f) for c, f in self.construct_functions.items()}}
+                if self.construct_functions
+                else {}
+            ),
             "generation": self.generation.as_json() if self.generation else None,
         }
         return fingerprint_of(doc)
@@ -524,4 +542,31 @@ def _function_names(
                     source=source,
                 )
         out[category.terminal] = names
+    return out
+
+
+def _construct_functions(
+    table: Mapping[str, object],
+    constructs: Mapping[str, frozenset[int]],
+    function_terminals: Mapping[str, frozenset[str]],
+    source: str,
+) -> dict[str, frozenset[str]]:
+    """`[construct_functions]`: construct -> function names, each a construct of the catalogue
+    and a function its terminals call."""
+    callable_ = frozenset().union(*function_terminals.values())
+    out = {}
+    for construct, names in table.items():
+        if construct not in constructs:
+            raise PolicyError(f"construct_functions.{construct}: no such construct", source=source)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise PolicyError(
+                f"construct_functions.{construct} must be a list of function names", source=source
+            )
+        unknown = sorted({n.lower() for n in names} - callable_)
+        if unknown:
+            raise PolicyError(
+                f"construct_functions.{construct}: the grammar calls no function {unknown[0]!r}",
+                source=source,
+            )
+        out[construct] = frozenset(n.lower() for n in names)
     return out

@@ -173,13 +173,14 @@ def _words(
     assert category.words == "functions"
     listed = view.role.functions if view.role is not None else None
     offered = view.schema.functions  # what the database's engine has
-    if listed is None and offered is None:
-        return None
     # of what the terminal spells (`spelled`: the names of its call shape), those the role
     # lists and the engine has; the functions the grammar spells as keywords (CURRENT_DATE)
     # are no function terminal's: the role language keeps or drops their productions
     # (`projection.project`)
-    words = spelled - keywords
+    barred = view.role.barred if view.role is not None else frozenset()
+    if listed is None and offered is None and not barred & spelled:
+        return None
+    words = spelled - keywords - barred
     for narrowed in (listed, offered):
         words &= spelled if narrowed is None else narrowed
     if words == spelled:  # every name of the call shape: the L1 regex spells just those

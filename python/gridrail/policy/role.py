@@ -40,6 +40,14 @@ class Role:
     line: int = 0  # where the role is defined in its policy file (for error messages)
     writes: frozenset[str] | None = None  # tables its write kinds may target; None: visible ones
     names: str | None = None  # its rung of the names ladder (`NAME_RUNGS`); None: the caller's
+    # functions its banned constructs are under another spelling (`like(…)` of a role that bans
+    # pattern_matching: `ConstructCatalogue.construct_functions`): never callable
+    barred: frozenset[str] = frozenset()
+
+    def may_call(self, function: str) -> bool:
+        """`function` lower case, as the grammar's function terminal spells it."""
+        listed = self.functions is None or function in self.functions
+        return listed and function not in self.barred
 
     @property
     def reads(self) -> bool:

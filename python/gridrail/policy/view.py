@@ -104,7 +104,7 @@ class SchemaView:
 
     def may_call(self, function: str) -> bool:
         """`function` lower case, as the grammar's function terminal spells it."""
-        return self.role is None or self.role.functions is None or function in self.role.functions
+        return self.role is None or self.role.may_call(function)
 
     def _column_rule(self, table_name: str) -> ColumnRule | None:
         if self.role is None or not self.role.columns:
