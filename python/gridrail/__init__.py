@@ -4,7 +4,7 @@ from gridrail.archive import AlteredArtifactError, ArchiveError, MissingArtifact
 from gridrail.audit import AuditError, SignatureError
 from gridrail.batch import fill_next_token_bitmask
 from gridrail.check import SemanticChecker, Violation
-from gridrail.database import DatabaseError, ExecutionLimitError
+from gridrail.database import DatabaseError, ExecutionLimitError, SchemaChangedError
 from gridrail.decode import UnmaskedTokenError
 from gridrail.decode.llama_model import ContextLengthError
 from gridrail.errors import (
@@ -70,6 +70,7 @@ __all__ = [
     "Registry",
     "RequestError",
     "Schema",
+    "SchemaChangedError",
     "SchemaError",
     "SemanticChecker",
     "SignatureError",

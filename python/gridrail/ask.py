@@ -402,8 +402,9 @@ def _run(
     elif database is not None:
         try:
             candidate.result = database.execute(
-                attempt.sql, read_only=True, timeout_s=limit_s, max_rows=max_rows
-            )
+                attempt.sql, read_only=True, timeout_s=limit_s, max_rows=max_rows,
+                judged_on=guide.view.schema if guide.view is not None else None,
+            )  # fmt: skip
             candidate.error = None
             candidate.one_row_groups = _one_row_groups(guide, candidate)
         except ExecutionLimitError as exc:

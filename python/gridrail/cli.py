@@ -427,6 +427,7 @@ class _Asker:
             read_only=not target.writes,
             timeout_s=self.args.timeout,
             max_rows=self.args.max_rows,
+            judged_on=target.schema,
         )
 
 

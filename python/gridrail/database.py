@@ -17,6 +17,13 @@ bounded by `DUCKDB_MEMORY_BYTES`, but not what a scalar function makes; on Postg
 its 1 GB field limit bounds a value (below). Running out of memory (DuckDB's limit, or Python's)
 is an `ExecutionLimitError` too.
 
+A statement judged against a schema snapshot (`execute(judged_on=...)`: what `gridrail ask`
+runs) runs on SQLite only if the catalog is still that one — its schema version, read in the
+statement's own transaction — else `SchemaChangedError` (a column added since the role's
+language was compiled would reach `SELECT *` under an allow-list that never named it); DuckDB
+and PostgreSQL keep no such version, so there a guide is as fresh as its snapshot (`gridrail
+serve` reads the catalog again at most `SCHEMA_REFRESH_S` apart).
+
 How each database enforces them:
   SQLite      a timer thread interrupts the statement at the deadline (SQLite stops between
               two of its instructions, and the value limit keeps each instruction short:
@@ -64,6 +71,10 @@ DUCKDB_MEMORY_BYTES = 256 * 1024 * 1024  # DuckDB's memory_limit for one stateme
 class DatabaseError(GridrailError):
     """A database cannot be opened, or a statement failed on it (the message has the
     database's own words)."""
+
+
+class SchemaChangedError(DatabaseError):
+    """The catalog is no longer the one a statement was judged against: it was not run."""
 
 
 class ExecutionLimitError(DatabaseError):
@@ -169,12 +180,19 @@ class Database:
         read_only: bool = True,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_rows: int = DEFAULT_MAX_ROWS,
+        judged_on: Schema | None = None,
     ) -> QueryResult:
         """Run one statement within the limits (ExecutionLimitError past any; UsageError for a
-        limit that is not positive and finite)."""
+        limit that is not positive and finite). `judged_on`: the snapshot the statement was
+        checked against; on SQLite it runs only if the catalog is still that one (its schema
+        version, read in the statement's own transaction), else a `SchemaChangedError` — a
+        table's new column would reach `SELECT *` under an allow-list that never named it."""
         limits = Limits(timeout_s, max_rows)
-        runner = {"sqlite": _sqlite, "duckdb": _duckdb, "postgres": _postgres}[self.kind]
         try:
+            if self.kind == "sqlite":
+                version = judged_on.version if judged_on is not None else None
+                return _sqlite(self.location, sql, read_only, limits, version)
+            runner = {"duckdb": _duckdb, "postgres": _postgres}[self.kind]
             return runner(self.location, sql, read_only, limits)
         except MemoryError:  # the connection is closed (rolled back) on the way out
             raise ExecutionLimitError(
@@ -189,7 +207,9 @@ def _no_attach(action: int, *_names: object) -> int:
     return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
 
 
-def _sqlite(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult:
+def _sqlite(
+    path: str, sql: str, read_only: bool, limits: Limits, version: int | None = None
+) -> QueryResult:
     uri = f"{Path(path).resolve().as_uri()}?mode={'ro' if read_only else 'rw'}"
     stopped = threading.Event()
     try:
@@ -207,6 +227,14 @@ def _sqlite(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult
             db.set_authorizer(_no_attach)
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             db.execute("BEGIN")
+            if version is not None:
+                (now,) = db.execute("PRAGMA schema_version").fetchone()
+                if now != version:
+                    raise SchemaChangedError(
+                        f"{path}: the database's schema changed after the statement was judged "
+                        "against it (a table, column or view was added, altered or dropped); it "
+                        "was not run: compile the role's language again and ask again"
+                    )
             cursor = db.execute(sql)
             rows = limits.collect(cursor) if cursor.description else []
             result = _result(cursor.description, rows, cursor.rowcount)

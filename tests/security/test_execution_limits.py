@@ -33,6 +33,7 @@ from gridrail.database import (
     QueryResult,
 )
 from gridrail.errors import UsageError
+from gridrail.policy.schema import Schema
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HR_DB = EXAMPLES / "hr.sqlite"
@@ -426,6 +427,8 @@ def test_cli_limits_reach_execute(
 
     def spy(self: Database, sql: str, **options: object) -> QueryResult:
         if sql == ANSWER:  # the answer, not the prompt's sample rows
+            judged_on = options.pop("judged_on")  # the snapshot the answer was judged on
+            assert isinstance(judged_on, Schema) and judged_on.version is not None
             seen.append(options)
         return QueryResult(("n",), ((1,),), -1)
 

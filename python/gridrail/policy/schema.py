@@ -24,7 +24,7 @@ import sqlite3
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -92,6 +92,10 @@ class Schema:
     # SQLite file's are its library's (`pragma function_list`): 3.40 has no concat or
     # string_agg, which the grammar spells and SQLite refused in 15 of 584 Spider candidates
     functions: frozenset[str] | None = None
+    # SQLite file: its schema cookie when read (`PRAGMA schema_version`, which every change of
+    # the schema bumps), so that a statement judged against this snapshot is run only on the
+    # catalog it was judged against (`Database.execute(schema=...)`); not part of the content
+    version: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -173,6 +177,8 @@ class Schema:
         uri = f"{file.resolve().as_uri()}?mode=ro"
         try:
             with closing(sqlite3.connect(uri, uri=True, cached_statements=0)) as db:
+                db.execute("BEGIN")  # one read of the catalog: the version is its version
+                (version,) = db.execute("PRAGMA schema_version").fetchone()
                 objects = _sqlite_objects(db)
                 tables = [_sqlite_table(db, name, kind, source) for name, kind, _ in objects]
                 tables = _with_effects(tables, *_sqlite_write_effects(db, objects))
@@ -182,7 +188,8 @@ class Schema:
                 f"{source}: cannot read the SQLite catalog ({e}); is it a SQLite database file?"
             ) from None
         ddl = tuple(sql for _, kind, sql in objects if kind == "table" and sql)
-        return _snapshot("sqlite", tables, source, "is it the database you meant?", ddl, functions)
+        found = _snapshot("sqlite", tables, source, "is it the database you meant?", ddl, functions)
+        return replace(found, version=version)
 
     @classmethod
     def from_postgres(cls, dsn: str, schema: str = "public") -> Schema:
