@@ -196,7 +196,6 @@ class _Binder:
     def insert(self, node: Tree) -> None:
         ctes = self.with_clause(node.child("with_clause"), ChainMap())
         scope = Scope(None, ctes)
-        self.conflict_resolution(node.child("insert_verb"))
         target = self.target(node, scope)
         self.inserting = target.table
         self.write_effects(node, node.child("insert_verb"), ())
@@ -216,7 +215,6 @@ class _Binder:
         """UPDATE and DELETE: the target (with its alias), FROM items, SET, WHERE, RETURNING."""
         ctes = self.with_clause(node.child("with_clause"), ChainMap())
         scope = Scope(None, ctes)
-        self.conflict_resolution(node.child("conflict_resolution"))
         target = self.target(node, scope)
         assigned = [c for a in node.trees("assignment") for c in a.terminals("COLUMN_NAME")]
         self.write_effects(node, node.child("conflict_resolution"), assigned)
@@ -261,44 +259,46 @@ class _Binder:
         elif target.table is not None and not self.may_read(target, name):
             self.hidden_read(target.table, column, self.row_key_read(target.table, name))
 
-    def conflict_resolution(self, node: Tree | None) -> None:
-        """OR REPLACE (or REPLACE INTO) deletes the existing row a new or changed row
-        conflicts with, and an INSERT writes over it: it needs delete and update."""
-        if node is None:
-            return
-        replace = next((t for t in node.tokens() if t.terminal == "REPLACE"), None)
-        missing = [kind for kind in ("delete", "update") if not self.view.may_hold(kind)]
-        if replace is not None and missing:
-            self.report(
-                "conflict_not_allowed",
-                f"REPLACE conflict resolution deletes the row that conflicts (and an INSERT "
-                f"writes over it), so it needs {' and '.join(missing)}, which {self.role()} "
-                "does not hold; use OR IGNORE, OR ABORT or a plain statement instead",
-                replace,
-            )
-
     def write_effects(self, node: Tree, clause: Tree | None, assigned: Sequence[Token]) -> None:
-        """What the write does beyond its target's rows, as the database's definitions say. A
-        statement that names no conflict resolution takes its table's: where a constraint says
-        ON CONFLICT REPLACE, a plain INSERT or UPDATE deletes the rows it conflicts with (it
-        needs delete and update, as OR REPLACE does). Deleting rows (DELETE, or a REPLACE) and
-        changing referenced columns run the actions of the foreign keys to the table, on
-        the tables that hold them: the role must hold what each does there."""
+        """What the write does beyond its target's rows. OR REPLACE (or REPLACE INTO) deletes
+        the existing row a new or changed row conflicts with, and an INSERT writes over it: it
+        needs delete and update; a statement that names no conflict resolution takes its
+        table's, so where a constraint says ON CONFLICT REPLACE a plain INSERT or UPDATE does
+        the same. Deleting rows (DELETE, or a REPLACE) and changing referenced columns run the
+        actions of the foreign keys to the table, on the tables that hold them: the role must
+        hold what each does there."""
+        chosen = (
+            None
+            if clause is None
+            else next((t for t in clause.tokens() if t.terminal in _RESOLUTIONS), None)
+        )
         table = self.view.schema.table(node.terminals("TABLE_NAME")[0].text)
-        if table is None or not self.view.may_see_table(table.name):
-            return  # reported as an unknown table
-        chosen = {t.terminal for t in clause.tokens()} & _RESOLUTIONS if clause else set()
-        replaces = "REPLACE" in chosen or (not chosen and table.replaces_on_conflict)
+        if table is not None and not self.view.may_see_table(table.name):
+            table = None  # reported as an unknown table
+        if chosen is not None:
+            replaces = chosen.terminal == "REPLACE"
+        else:
+            replaces = table is not None and table.replaces_on_conflict
         missing = [kind for kind in ("delete", "update") if not self.view.may_hold(kind)]
-        if replaces and not chosen and missing:
+        if replaces and missing:
+            if chosen is not None:
+                reason = "REPLACE conflict resolution deletes the row that conflicts (and an "
+                reason += "INSERT writes over it)"
+                advice = "use OR IGNORE, OR ABORT or a plain statement instead"
+            else:
+                assert table is not None  # the table's own resolution
+                reason = f'table "{table.name}" resolves conflicts by REPLACE (a constraint of '
+                reason += "its definition says ON CONFLICT REPLACE): this statement deletes the "
+                reason += "rows it conflicts with"
+                advice = "write OR ABORT (or OR IGNORE), which overrides the table's"
             self.report(
                 "conflict_not_allowed",
-                f'table "{table.name}" resolves conflicts by REPLACE (a constraint of its '
-                f"definition says ON CONFLICT REPLACE), so this statement deletes the rows it "
-                f"conflicts with, which needs {' and '.join(missing)}: {self.role()} does not "
-                "hold it; write OR ABORT (or OR IGNORE), which overrides the table's",
-                node,
+                f"{reason}, so it needs {' and '.join(missing)}, which {self.role()} does not "
+                f"hold; {advice}",
+                chosen or node,
             )
+        if table is None:
+            return
         deletes = node.label == "delete_stmt" or replaces
         changed = {self.key(c.text) for c in assigned}
         for cascade in table.cascades:
