@@ -31,7 +31,9 @@ JOIN / USING comparisons (SQLite builds those column references itself, unasked)
 an INSERT writes (SQLite reports the table only), `*` over a merged column, a row key name that
 may bind in two places, a full-text MATCH (its query may name any column of its table), a
 double-quoted string where a table in scope hides a column (refused whatever it names, so that
-a hidden column's name and a string get one answer). "other" would need a look. A hidden
+a hidden column's name and a string get one answer), a bare name of a column USING or NATURAL
+merged (the checker binds it to the left side's hidden column; SQLite reports no read of it).
+"other" would need a look. A hidden
 table or column the statement names is reported as a missing one would be (`unknown_*`), and
 after such a report the judge adds nothing (`sqlite_judge`): those statements are counted
 under `denied`, never as a bypass. Statements the dialect grammar does not
@@ -193,6 +195,9 @@ def over_strict_reason(v: Violation, data: bytes) -> str:
         return "row key of a FROM subquery or hand-written table: judged where it binds either way"
     if v.kind == "double_quoted_column":
         return "a double-quoted string where a table in scope hides a column (refused alike)"
+    merged = re.search(r"\b(?:NATURAL|USING)\b", data.decode("utf-8", "replace"), re.I)
+    if merged and "binds here, as SQLite binds names" in v.message:
+        return "a bare name of a USING / NATURAL column (SQLite's authorizer reports no read)"
     return "other"
 
 
