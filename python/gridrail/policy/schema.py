@@ -22,7 +22,7 @@ import itertools
 import re
 import sqlite3
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -94,7 +94,7 @@ class Schema:
     functions: frozenset[str] | None = None
     # SQLite file: its schema cookie when read (`PRAGMA schema_version`, which every change of
     # the schema bumps), so that a statement judged against this snapshot is run only on the
-    # catalog it was judged against (`Database.execute(schema=...)`); not part of the content
+    # catalog it was judged against (`Database.execute(judged_on=...)`); not part of the content
     version: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -328,11 +328,19 @@ def _shadow_tables(db: sqlite3.Connection, rows: list[tuple[str, str, str | None
 # A constraint's conflict clause, read from the CREATE TABLE text (one inside a string or a
 # comment only makes the checker stricter)
 _REPLACE_ON_CONFLICT = re.compile(r"\bON\s+CONFLICT\s+REPLACE\b", re.IGNORECASE)
-# a referential action, by event: what it does to the referencing rows (None: nothing)
-_ACTIONS = {
-    "delete": {"CASCADE": "delete", "SET NULL": "update", "SET DEFAULT": "update"},
-    "update": {"CASCADE": "update", "SET NULL": "update", "SET DEFAULT": "update"},
-}
+# the referential actions that change the referencing rows (NO ACTION and RESTRICT do not)
+_CHANGING_ACTIONS = frozenset({"CASCADE", "SET NULL", "SET DEFAULT"})
+
+
+def _cascades(
+    child: str, columns: tuple[str, ...], on_delete: str, on_update: str, elsewhere: bool = False
+) -> Iterator[Cascade]:
+    """A foreign key's actions that change `child`'s rows: ON DELETE CASCADE deletes them,
+    every other such action (SET NULL, SET DEFAULT, ON UPDATE CASCADE) updates them."""
+    for event, action in (("delete", on_delete.upper()), ("update", on_update.upper())):
+        if action in _CHANGING_ACTIONS:
+            does = "delete" if (event, action) == ("delete", "CASCADE") else "update"
+            yield Cascade(child, event, columns, does, elsewhere)
 
 
 def _with_effects(
@@ -368,12 +376,8 @@ def _sqlite_write_effects(
             if target is None:  # a key to no table: SQLite refuses the write where keys are on
                 continue
             columns = tuple(to) if all(to) else _sqlite_primary_key(db, target)
-            for event, action in (("delete", on_delete), ("update", on_update)):
-                does = _ACTIONS[event].get(action.upper())
-                if does is not None:
-                    cascades.setdefault(target, []).append(
-                        Cascade(child, event, columns, does)  # type: ignore[arg-type]
-                    )
+            found = _cascades(child, columns, on_delete, on_update)  # type: ignore[arg-type]
+            cascades.setdefault(target, []).extend(found)
     return replacing, cascades
 
 
@@ -410,12 +414,8 @@ def _postgres_cascades(conn: Any, schema: str) -> dict[str, list[Cascade]]:
         _POSTGRES_CASCADES, (schema,)
     ):
         name = f"{space}.{child}" if elsewhere else child
-        for event, code in (("delete", on_delete), ("update", on_update)):
-            does = _ACTIONS[event].get(_POSTGRES_ACTIONS.get(code, ""))
-            if does is not None:
-                cascades.setdefault(parent, []).append(
-                    Cascade(name, event, tuple(columns), does, elsewhere)
-                )
+        actions = (_POSTGRES_ACTIONS.get(on_delete, ""), _POSTGRES_ACTIONS.get(on_update, ""))
+        cascades.setdefault(parent, []).extend(_cascades(name, tuple(columns), *actions, elsewhere))
     return cascades
 
 
