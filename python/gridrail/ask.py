@@ -207,6 +207,7 @@ def ask(
         raise UsageError("a signing key signs the audit logs: it needs audit=True")
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
         raise UsageError(f"candidates must be a positive integer: {candidates!r}")
+    database = acting_as_judged(database, judge) if database is not None else None
     runs_on = database if run else None
     if candidates > 1 and runs_on is None:
         raise UsageError("choosing among candidates runs them read-only: give database= (--db)")
@@ -340,6 +341,20 @@ def database_judge(
 
         return DuckDBJudge(view).judge
     return None
+
+
+def acting_as_judged(
+    database: Database, judge: Callable[[str], list[Violation]] | None
+) -> Database:
+    """`database` whose statements run as the role `judge` judged them as (a PostgreSQL
+    judging role, `database_judge`'s), so that none runs with more privileges than it was
+    judged with; else `database` as it is."""
+    from gridrail.check.postgres_judge import PostgresJudge
+
+    judging = getattr(judge, "__self__", None)  # the judge object of a bound `judge` method
+    if not isinstance(judging, PostgresJudge):
+        return database
+    return database.acting_as(judging.database_role)
 
 
 def _attempt(

@@ -23,6 +23,7 @@ from gridrail.ask import (
     DEFAULT_RANKING_TIMEOUT_S,
     PROMPT_EXAMPLES,
     Answer,
+    acting_as_judged,
     ask,
     database_judge,
 )
@@ -422,7 +423,7 @@ class _Asker:
             if answer.result is None:
                 raise DatabaseError(answer.error or "the answer did not run")
             return answer.result
-        return target.database.execute(
+        return acting_as_judged(target.database, target.judge).execute(
             answer.sql,
             read_only=not target.writes,
             timeout_s=self.args.timeout,

@@ -32,7 +32,10 @@ How each database enforces them:
               database to any path); `mode=ro` plus `PRAGMA query_only` for read-only roles;
               an authorizer refuses ATTACH; `SQLITE_LIMIT_LENGTH` for the value limit
   PostgreSQL  one transaction (`BEGIN READ ONLY` for read-only roles) with
-              `SET LOCAL statement_timeout`; rows are streamed, the rest cancelled. No setting
+              `SET LOCAL statement_timeout`, as the database role the statement was judged as
+              when there is one (`acting_as`: `SET LOCAL ROLE`, so the server's own privilege
+              check refuses at execution what the role may not read, even inside a function
+              that runs SQL of its own); rows are streamed, the rest cancelled. No setting
               makes the server refuse a large value, so one value up to PostgreSQL's field
               limit (1 GB) still arrives whole before the result limit counts it, and only
               that limit and the time limit bound the server's memory for it
@@ -55,7 +58,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gridrail.errors import GridrailError, UsageError
@@ -155,6 +158,7 @@ def is_postgres_dsn(ref: str) -> bool:
 class Database:
     kind: str  # "sqlite" | "duckdb" | "postgres"
     location: str  # a file path or a DSN
+    role: str | None = None  # PostgreSQL: the database role statements run as (`acting_as`)
 
     @classmethod
     def open(cls, ref: str) -> Database:
@@ -165,6 +169,14 @@ class Database:
             raise DatabaseError(f"no such database file: {ref}")
         kind = "duckdb" if path.suffix.lower() in (".duckdb", ".ddb") else "sqlite"
         return cls(kind, str(path))
+
+    def acting_as(self, role: str) -> Database:
+        """This database whose statements run as the PostgreSQL role `role` (`SET LOCAL ROLE`
+        in each statement's transaction; the connecting user must be a member of it): the
+        judging role of `check.postgres_judge`, whose privileges are exactly the view's."""
+        if self.kind != "postgres":
+            raise UsageError(f"only PostgreSQL runs statements as a role, not {self.kind}")
+        return replace(self, role=role)
 
     def schema(self) -> Schema:
         if self.kind == "postgres":
@@ -192,8 +204,9 @@ class Database:
             if self.kind == "sqlite":
                 version = judged_on.version if judged_on is not None else None
                 return _sqlite(self.location, sql, read_only, limits, version)
-            runner = {"duckdb": _duckdb, "postgres": _postgres}[self.kind]
-            return runner(self.location, sql, read_only, limits)
+            if self.kind == "postgres":
+                return _postgres(self.location, sql, read_only, limits, self.role)
+            return _duckdb(self.location, sql, read_only, limits)
         except MemoryError:  # the connection is closed (rolled back) on the way out
             raise ExecutionLimitError(
                 "memory",
@@ -295,7 +308,9 @@ def _duckdb(path: str, sql: str, read_only: bool, limits: Limits) -> QueryResult
         raise DatabaseError(f"DuckDB: {exc}") from None
 
 
-def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResult:
+def _postgres(
+    dsn: str, sql: str, read_only: bool, limits: Limits, role: str | None = None
+) -> QueryResult:
     import psycopg
 
     started = time.monotonic()
@@ -305,6 +320,8 @@ def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResul
             conn.read_only = read_only  # BEGIN READ ONLY
             milliseconds = max(1, math.ceil(limits.timeout_s * 1000))
             conn.execute("SELECT set_config('statement_timeout', %s, true)", [str(milliseconds)])
+            if role is not None:
+                _act_as(conn, role)
             cursor = conn.cursor()
             if not _returns_rows(conn, sql):  # a write without RETURNING: its count
                 cursor.execute(sql)
@@ -319,6 +336,20 @@ def _postgres(dsn: str, sql: str, read_only: bool, limits: Limits) -> QueryResul
         raise DatabaseError("PostgreSQL: the statement was cancelled") from None
     except psycopg.Error as exc:
         raise DatabaseError(f"PostgreSQL: {str(exc).strip()}") from None
+
+
+def _act_as(conn, role: str) -> None:
+    """The rest of the transaction as `role` (`SET LOCAL ROLE`): what it may not use, the
+    server refuses — the statement's own reads and those of SQL it runs (`query_to_xml`)."""
+    import psycopg
+
+    try:
+        conn.execute(psycopg.sql.SQL("SET LOCAL ROLE {}").format(psycopg.sql.Identifier(role)))
+    except psycopg.Error as exc:
+        raise DatabaseError(
+            f"PostgreSQL: cannot run the statement as the role {role!r} it was judged as "
+            f"({str(exc).strip()}); the connecting user must be a member of it. It was not run"
+        ) from None
 
 
 def _returns_rows(conn, sql: str) -> bool:

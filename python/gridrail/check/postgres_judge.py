@@ -9,6 +9,12 @@ the judge only grants to its own role, and it refuses to judge when that role co
 than the view allows (through PUBLIC, a membership or someone else's grant), checked before
 every judgment.
 
+The statement then runs as that role too (`Database.acting_as`, which `gridrail ask` uses
+whenever it judges with this judge): the server's own privilege check is the last layer at
+execution, where a function that runs SQL of its own (`query_to_xml`) would read with the
+connecting user's rights. So that the role's INSERTs run, it also gets USAGE on the sequences
+its tables' `serial` columns take their defaults from.
+
 A judgment runs `EXPLAIN <statement>` as that role (`SET LOCAL ROLE`) in a read-only
 transaction that is always rolled back, under a statement and lock timeout. EXPLAIN without
 ANALYZE plans the statement and starts the executor without running it, and the executor's
@@ -246,6 +252,9 @@ def _provision(conn: Any, view: SchemaView, name: str, pg_schema: str) -> None:
         conn.execute(_sql(psycopg, "GRANT USAGE ON SCHEMA {} TO {}", pg_schema, name))
         for grant in grants_for(view):
             conn.execute(_grant_statement(psycopg, grant, pg_schema, name))
+        inserted = {g.table for g in grants_for(view) if g.privilege == "INSERT"}
+        for sequence in _default_sequences(conn, pg_schema, inserted):
+            conn.execute(_sql(psycopg, "GRANT USAGE ON SEQUENCE {}.{} TO {}", *sequence, name))
         if not superuser and not member:
             conn.execute(_sql(psycopg, "GRANT {} TO CURRENT_USER", name))
     except psycopg.errors.InsufficientPrivilege as exc:
@@ -263,6 +272,31 @@ def _provision(conn: Any, view: SchemaView, name: str, pg_schema: str) -> None:
         ) from None
     _require_within(conn, view, name, pg_schema, exact=True)
     conn.commit()
+
+
+# Per sequence a table's column takes its default from (`serial`: the column owns it), the
+# sequence's schema and name and the table's name. An identity column's sequence needs no
+# privilege, so it is not listed.
+_DEFAULT_SEQUENCES = """
+SELECT sn.nspname, s.relname, t.relname
+FROM pg_catalog.pg_depend d
+JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+JOIN pg_catalog.pg_namespace sn ON sn.oid = s.relnamespace
+JOIN pg_catalog.pg_class t ON t.oid = d.refobjid
+JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refclassid = 'pg_catalog.pg_class'::regclass
+  AND d.deptype = 'a' AND n.nspname = %s
+ORDER BY 1, 2
+"""
+
+
+def _default_sequences(conn: Any, pg_schema: str, tables: set[str]) -> list[tuple[str, str]]:
+    """The sequences whose `nextval` the defaults of `tables`' columns call (`serial`): the
+    judging role runs the statements it judged (`Database.acting_as`), and an INSERT that
+    leaves such a column to its default needs USAGE on its sequence, which EXPLAIN never
+    checks."""
+    rows = conn.execute(_DEFAULT_SEQUENCES, (pg_schema,)).fetchall()
+    return [(schema, sequence) for schema, sequence, table in rows if table in tables]
 
 
 def _sql(psycopg: Any, template: str, *names: str) -> Any:
