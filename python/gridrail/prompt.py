@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from gridrail.policy.dialect import DATABASE_NAMES
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 
 ANSWER_PREFIX = "```sql\n"
-_DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_VALUE_CHARS = 40  # a sample value longer than this is cut: rows show shape, not documents
 
@@ -55,7 +55,7 @@ def question_messages(
     """System and user messages asking for one statement that answers `question`, showing the
     visible tables (those of `tables`, when given: `linking.link_tables`), after `examples`
     (question, statement) as earlier turns of the chat (`worked_examples`)."""
-    dialect = _DIALECT_NAMES.get(view.schema.dialect, view.schema.dialect)
+    dialect = DATABASE_NAMES.get(view.schema.dialect, view.schema.dialect)
     kinds = sorted(view.role.statements) if view.role is not None else ["any"]
     system = (
         f"You write {dialect} SQL. Answer with exactly one SQL statement and nothing else.\n"

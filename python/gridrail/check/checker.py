@@ -65,12 +65,17 @@ checker names them for statements from elsewhere):
     double-quoted name that binds to a column — so a role without select may not read at all
     (the columns an INSERT or SET writes are not reads);
   * `table_not_writable`: an INSERT / UPDATE / DELETE target outside the role's `writes` (its
-    tables are one lexicon, read and written alike, so only the checker can tell).
+    tables are one lexicon, read and written alike, so only the checker can tell);
+  * `cast_not_allowed`: on PostgreSQL, a CAST to a type that is not a built-in one that looks
+    nothing up (`policy.dialect.CAST_TYPES`): a type name is looked up in the catalogs, where
+    `CAST('salaries' AS regclass)` and `CAST(NULL AS salaries)` (a table's row type) tell
+    whether a table exists, privilege or not — for every role, as the database's judge cannot
+    see it (the lookup needs no privilege).
 
 Violation kinds: unknown_table, unknown_column, column_not_visible,
 ambiguous_column, unbound_qualifier, function_not_allowed, double_quoted_column,
 circular_reference, statement_too_complex, statement_not_allowed, conflict_not_allowed,
-cascade_not_allowed, read_not_allowed, table_not_writable, full_text_query.
+cascade_not_allowed, read_not_allowed, table_not_writable, full_text_query, cast_not_allowed.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.tree import Token, Tree, parse_tree
 from gridrail.policy.binding import CLAUSE_REACH, Reach
 from gridrail.policy.constructs import ConstructCatalogue
+from gridrail.policy.dialect import DATABASE_NAMES, cast_type_key, cast_types
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 
@@ -760,6 +766,8 @@ class _Binder:
                 self.call(function, node)
             elif node.label == "string":
                 self.double_quoted(node, scope)
+            elif node.label == "cast_expr":
+                self.cast(node)
             elif node.label == "like" and _spelled(node.child("match_operator"), "MATCH"):
                 self.full_text_match(node, scope)
             pending.extend(reversed(node.trees()))
@@ -970,6 +978,28 @@ class _Binder:
                 f"call: {_listing(sorted(allowed or ()))}",
                 token,
             )
+
+    def cast(self, node: Tree) -> None:
+        """`CAST(x AS t)`: where the database looks `t` up in its catalogs (PostgreSQL), only a
+        built-in type that looks nothing up (`policy.dialect.CAST_TYPES`): a table's row type
+        or an OID alias type (`CAST('salaries' AS regclass)`) would tell whether a table the
+        role may not see exists. The message quotes only what was written."""
+        allowed = cast_types(self.view.schema.dialect)
+        type_name = node.child("type_name")
+        if allowed is None or type_name is None:
+            return
+        words = [t.text for t in type_name.terminals("TYPE_NAME")]
+        if cast_type_key(self.rules, words) in allowed:
+            return
+        database = DATABASE_NAMES.get(self.view.schema.dialect, self.view.schema.dialect)
+        self.report(
+            "cast_not_allowed",
+            f'CAST to "{" ".join(words)}" is not allowed on {database}, which looks a type '
+            "name up in its catalogs (where the OID alias types such as regclass, and a table's "
+            "row type, would tell what exists); cast to a built-in type that looks nothing up: "
+            f"{', '.join(sorted(allowed))}",
+            type_name,
+        )
 
     # -- policy and reports
 

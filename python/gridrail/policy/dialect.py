@@ -9,6 +9,16 @@ which quote styles may wrap a name, and when a written name denotes a catalog na
   created with); a name is quoted as "x".
 - PostgreSQL: an unquoted name is folded to lower case (ASCII) before matching; a quoted name
   matches exactly. So a catalog name with upper-case letters can only be written quoted.
+
+And one fact about type names (`CAST(x AS t)`), which the checker enforces (`CAST_TYPES`):
+PostgreSQL looks a type name up in the catalogs, where every table has a row type of its own
+name, and the OID alias types (regclass, regtype, regproc, regrole, ...) look the cast *value*
+up as a table, type, function or role name with no privilege check: `CAST('salaries' AS
+regclass)` and `CAST(NULL AS salaries)` plan and run where the table exists and fail where it
+does not, which tells a role whether a table it may not see exists (and casting a number to
+regclass names it). So there a CAST may name only a built-in type that looks nothing up. SQLite
+takes any name (it reads an affinity off the words) and DuckDB has no OID alias types and no row
+types of tables, so there a type name tells nothing of the schema.
 """
 
 from __future__ import annotations
@@ -115,3 +125,49 @@ def identifier_rules(dialect: str) -> IdentifierRules:
     except KeyError:
         known = ", ".join(sorted(RULES))
         raise ValueError(f"unknown SQL dialect {dialect!r} (known: {known})") from None
+
+
+# How messages name each dialect's database.
+DATABASE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
+
+# The types a CAST may name, per dialect: lower case, a type of several words spelled with one
+# space between them, a type modifier (`numeric(10, 2)`) aside; None where any name may be
+# written. PostgreSQL's are built-in types whose input looks nothing up: the SQL keywords its
+# parser maps to pg_catalog's types itself, and pg_catalog's own names (unquoted names resolve
+# through the search path, which searches pg_catalog first unless it is listed later
+# explicitly). A quoted or schema-qualified name is none of them.
+CAST_TYPES: dict[str, frozenset[str] | None] = {
+    "sqlite": None,
+    "duckdb": None,
+    "postgres": frozenset(
+        {
+            # keywords
+            "smallint", "integer", "int", "bigint", "real", "float", "double precision",
+            "decimal", "dec", "numeric", "boolean", "char", "character", "varchar",
+            "character varying", "char varying", "bit", "bit varying", "timestamp",
+            "timestamp with time zone", "timestamp without time zone", "time",
+            "time with time zone", "time without time zone", "interval",
+            # pg_catalog's names
+            "int2", "int4", "int8", "float4", "float8", "bool", "text", "bytea", "date",
+            "timestamptz", "timetz", "uuid", "json", "jsonb",
+        }
+    ),
+}  # fmt: skip
+
+
+def cast_types(dialect: str) -> frozenset[str] | None:
+    """The type names a CAST may name in `dialect` (`CAST_TYPES`; None: any)."""
+    identifier_rules(dialect)  # an unknown dialect is refused as everywhere
+    return CAST_TYPES[dialect]
+
+
+def cast_type_key(rules: IdentifierRules, words: Sequence[str]) -> str | None:
+    """The key `CAST_TYPES` lists a type name by, from its words as written; None where a word
+    is quoted (a quoted name is not the keyword, and is matched exactly) or holds a dot."""
+    keys = []
+    for word in words:
+        name, quoted = rules.unquote(word)
+        if quoted or "." in name:
+            return None
+        keys.append(ascii_lower(name))
+    return " ".join(keys)
