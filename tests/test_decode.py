@@ -411,6 +411,33 @@ def test_a_token_outside_the_mask_is_refused_loudly() -> None:
         )
 
 
+def test_the_transformers_processor_refuses_tokens_taken_back() -> None:
+    """Assisted (prompt-lookup) generation shows the processor candidate tokens, then keeps a
+    shorter sequence: the processor would go on guiding the sequence it was shown, not the one
+    the host kept (its masks, its audit log and its text all another statement's). It raises."""
+    guide = _guide("analyst")
+    select = guide.matcher()
+    candidates = []
+    for _ in range(3):  # three tokens of the language, as a candidate continuation
+        token = int(select.allowed().ids()[0])
+        assert select.accept_tokens([token])
+        candidates.append(token)
+    prompt, width = [7, 8, 9], guide.vocab.size
+    processor = GridLogitsProcessor(guide)
+    for n in range(len(candidates) + 1):  # the target model's logits at each candidate position
+        processor(torch.tensor([prompt + candidates[:n]]), torch.zeros(1, width))
+    kept = [*prompt, candidates[0]]  # the host rejected the second candidate: one kept
+    with pytest.raises(ValueError, match="not one more"):
+        processor(torch.tensor([kept]), torch.zeros(1, width))
+    with pytest.raises(ValueError, match="not one more"):
+        processor.finish(torch.tensor([kept]))
+    # a greedy host adds one token a call, and the last one after the last call
+    processor = GridLogitsProcessor(guide)
+    for n in range(len(candidates)):
+        processor(torch.tensor([prompt + candidates[:n]]), torch.zeros(1, width))
+    assert processor.finish(torch.tensor([prompt + candidates]))[0].tokens == candidates
+
+
 def test_llama_cpp_processor_gets_the_eos_llama_cpp_does_not_return(tmp_path: Path) -> None:
     guide = _guide("auditor")
     save_guide(guide, tmp_path)

@@ -5,7 +5,10 @@ GRID-owned loop (mode 1).
 row (matcher, budget trigger, audit log) per batch row, EOS only where a statement is complete,
 and after `generate` returns, `processor.finish(output)` feeds each row its last token and seals
 its log. Greedy search and sampling are supported; beam search is not (beams are reordered
-behind the processor's back), and nothing may change the logits after this processor.
+behind the processor's back), nor is assisted or prompt-lookup generation (candidate tokens are
+shown to the processor, then rejected): each call must add exactly one token to the last, or the
+processor raises instead of guiding a sequence it no longer follows. Nothing may change the
+logits after this processor.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class GridLogitsProcessor:
         self._audit = audit
         self.rows: list[GuardedRow] = []
         self._prompt_length: int | None = None
+        self._length = 0  # the length of the sequences of the last call (prompt included)
         self._bitmask: np.ndarray | None = None
         self.guard_seconds = 0.0
 
@@ -72,6 +76,9 @@ class GridLogitsProcessor:
         started = time.perf_counter()
         if self._prompt_length is None:
             self._start(input_ids.shape[0], input_ids.shape[1])
+        elif input_ids.shape[1] != self._length + 1:
+            raise ValueError(_not_one_more(self._length, input_ids.shape[1]))
+        self._length = input_ids.shape[1]
         if input_ids.shape[0] != len(self.rows):
             raise ValueError(
                 f"the batch changed from {len(self.rows)} to {input_ids.shape[0]} rows; use a new "
@@ -98,11 +105,22 @@ class GridLogitsProcessor:
         `sequences`, prompt included), seal the audit logs and return one Generation per row."""
         if self._prompt_length is None:
             raise ValueError("the processor was never called: pass it to model.generate first")
+        if sequences.shape[1] != self._length + 1:
+            raise ValueError(_not_one_more(self._length, sequences.shape[1]))
         results = []
         for i, row in enumerate(self.rows):
             row.observe(sequences[i, row.unseen(self._prompt_length)].tolist())
             results.append(row.finish(MODE))
         return results
+
+
+def _not_one_more(last: int, now: int) -> str:
+    """Why sequences of length `now` after a call with length `last` cannot be followed."""
+    return (
+        f"the sequences went from {last} to {now} tokens, not one more: the host showed this "
+        "processor tokens it then took back (assisted or prompt-lookup generation is not "
+        "supported), or the processor is reused across generate calls"
+    )
 
 
 def apply_token_bitmask(scores, bitmask):
