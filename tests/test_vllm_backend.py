@@ -168,11 +168,13 @@ def _stand_in_config(spec_tokens: int = 0) -> SimpleNamespace:
     )
 
 
-def _request(grammar: str, config: SimpleNamespace, tokenizer) -> Request:
-    params = SamplingParams(structured_outputs=StructuredOutputsParams(grammar=grammar))
+def _request(grammar: str, config: SimpleNamespace, tokenizer, **options) -> Request:
+    params = SamplingParams(structured_outputs=StructuredOutputsParams(grammar=grammar), **options)
     params._validate_structured_outputs(
         config.model_config, config.structured_outputs_config, tokenizer
     )
+    # as vLLM's input processor does: the tokenizer's EOS is one of the request's stop ids
+    params.update_from_generation_config({}, tokenizer.eos_token_id)
     return Request("r1", [1, 2, 3], params, None)
 
 
@@ -224,3 +226,43 @@ def test_the_plugin_routes_gridrail_requests_through_vllms_manager(
     other.structured_outputs._backend = "xgrammar"
     with pytest.raises(VLLMValidationError, match="only supports one backend"):
         manager.grammar_init(Request("r2", [1], other, None))
+
+
+def test_the_statement_ends_where_vllm_stops(spec_file: Path, monkeypatch) -> None:
+    """vLLM's manager gives a terminated grammar's rows every token and accepts whatever comes
+    after, so an end of sentence at which vLLM does not stop would let the model write past the
+    statement (`SELECT ...; DELETE FROM employees;`). A vocabulary may have ends vLLM does not
+    stop at (a base model's tokenizer with `<|im_end|>` beside its EOS): they stay masked. A
+    request whose primary end does not stop it, and `ignore_eos`, are refused."""
+    chat = PreTrainedTokenizerFast(
+        tokenizer_file=str(asset("tokenizers", "gpt2", "tokenizer.json")),
+        eos_token="<|endoftext|>",
+        additional_special_tokens=["<|im_end|>"],
+    )
+    im_end = chat.convert_tokens_to_ids("<|im_end|>")
+    backend = gridrail_vllm.GridrailBackend(
+        SimpleNamespace(), tokenizer=chat, vocab_size=VOCAB_SIZE,
+        specs=SpecRegistry.from_file(spec_file),
+    )  # fmt: skip
+    assert set(backend.vocab.eos_token_ids) == {chat.eos_token_id, im_end}
+    grammar = backend.compile_grammar(
+        StructuredOutputOptions.GRAMMAR, "gridrail:hr-analyst",
+        stop_token_ids={chat.eos_token_id},
+    )  # fmt: skip
+    bitmask = backend.allocate_token_bitmask(1)
+    for token in chat.encode("SELECT count(*) FROM employees;"):
+        grammar.fill_bitmask(bitmask, 0)
+        assert token in _unpack(bitmask, 0) and grammar.accept_tokens("r", [token])
+    grammar.fill_bitmask(bitmask, 0)
+    assert _unpack(bitmask, 0) == {chat.eos_token_id}  # not <|im_end|>: vLLM goes on after it
+    assert not grammar.accept_tokens("r", [im_end])  # sampled all the same: vLLM's error
+    assert not grammar.is_terminated()
+    with pytest.raises(SpecError, match="does not stop this request"):
+        backend.compile_grammar(
+            StructuredOutputOptions.GRAMMAR, "gridrail:hr-analyst", stop_token_ids={im_end}
+        )
+    monkeypatch.setenv("GRIDRAIL_SPECS", str(spec_file))
+    monkeypatch.setattr(gridrail_vllm, "_specs", None)
+    gridrail_vllm.register()
+    with pytest.raises(VLLMValidationError, match="ignore_eos"):
+        _request("gridrail:hr-analyst", _stand_in_config(), chat, ignore_eos=True)

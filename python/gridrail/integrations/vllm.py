@@ -22,6 +22,13 @@ vLLM functions, and nothing else:
   a request waiting for its grammar while the batch goes on, bitmasks filled, speculative
   rounds validated and rolled back).
 
+The statement must end where vLLM stops: vLLM's manager gives a terminated grammar's rows every
+token and accepts whatever follows, so an end of sentence that does not stop the request (an
+end-of-generation token of the vocabulary that is not among the request's stop ids, or any end
+under `ignore_eos`) would let the model write past the statement. So `ignore_eos` is refused at
+the front end, the ends that do not stop the request stay masked, and a request that the
+sentence's primary end does not stop is refused.
+
 vLLM runs one structured-output backend per engine: an engine that has served a gridrail request
 refuses requests for another backend (vLLM's own error), and the reverse. The wrapped functions
 are private to vLLM, so the extra `gridrail[vllm]` pins the minor version they were read from.
@@ -58,7 +65,9 @@ class GridrailGrammar(StructuredOutputGrammar):
     stop tokens other than the end of the sentence stay masked."""
 
     matcher: Matcher  # without a budget: a token of the mask is never refused
-    masked_stops: tuple[int, ...] = ()  # the request's stop ids that do not end a sentence
+    # masked in every row: the request's stop ids that do not end a sentence, and the ends of a
+    # sentence that do not stop the request (vLLM would go on after them, unconstrained)
+    masked_stops: tuple[int, ...] = ()
     trigger: BudgetTrigger = field(default_factory=lambda: BudgetTrigger(None))  # the budget
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
@@ -66,6 +75,9 @@ class GridrailGrammar(StructuredOutputGrammar):
             return True
         guide = self.matcher.guide
         end = next((n + 1 for n, t in enumerate(tokens) if guide.is_eos(t)), len(tokens))
+        last = tokens[end - 1] if end else None
+        if last is not None and guide.is_eos(last) and last in self.masked_stops:
+            return False  # an end that does not stop vLLM (its mask never offered it)
         if not self.matcher.accept_tokens(tokens[:end]):  # all or nothing, state unchanged
             return False
         for token in tokens[:end]:
@@ -119,9 +131,18 @@ class GridrailBackend(StructuredOutputBackend):
         assert self.specs is not None
         spec = self.specs.spec(grammar_spec)
         guide = self.specs.guide(spec, self.vocab)
-        stops = tuple(sorted(t for t in stop_token_ids or () if not guide.is_eos(t)))
+        ends = set(guide.vocab.eos_token_ids)
+        # None: the request's stop ids are not known (a direct call): take every end as one
+        stops = ends if stop_token_ids is None else set(stop_token_ids)
+        if guide.vocab.eos_token_id not in stops:  # the budget's completion writes that one
+            raise SpecError(
+                f"the end of a sentence, token {guide.vocab.eos_token_id}, does not stop this "
+                "request: vLLM would go on after the statement"
+            )
         return GridrailGrammar(
-            guide.matcher(), stops, BudgetTrigger.checked(guide, spec.max_tokens)
+            guide.matcher(),
+            tuple(sorted(stops ^ ends)),  # stops that do not end, ends that do not stop
+            BudgetTrigger.checked(guide, spec.max_tokens),
         )
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
@@ -163,6 +184,10 @@ def register() -> None:
             _front_end_specs().spec(grammar)
         except SpecError as exc:
             raise VLLMValidationError(str(exc)) from None
+        if self.ignore_eos:  # vLLM would go on after the statement's end, unconstrained
+            raise VLLMValidationError(
+                f"{PREFIX}NAME requests cannot set ignore_eos: the statement ends the request"
+            )
         # vLLM refuses a request-level backend unless the engine's is "auto" and the request's
         # was chosen by "auto": gridrail's is chosen by the grammar text, as "auto" would
         if structured_outputs_config is not None and structured_outputs_config.backend != "auto":
