@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import socket
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
@@ -271,3 +273,36 @@ def test_a_batch_with_the_default_model(hr_db: Path, tmp_path: Path) -> None:
         )
         assert answer["error"] is None and guide.oracle.accepts(answer["sql"].encode())
         assert 0 < answer["tokens"] <= 32
+
+
+def test_a_line_may_not_send_the_invokers_credentials_to_another_postgres(
+    hr_db: Path, tmp_path: Path, loads: list[tuple]
+) -> None:
+    """Session 39's review: a line's "db" that is a DSN connected with the invoker's libpq
+    credentials (PGPASSWORD, ~/.pgpass) to a server the questions file chose. A PostgreSQL
+    database is now only --db's; any SQLite or DuckDB file may still be a line's, a path with
+    "=" in it included."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    beside = tmp_path / "runs" / "a=b.sqlite"
+    beside.parent.mkdir()
+    shutil.copy(hr_db, beside)
+    questions = _lines(
+        tmp_path / "q.jsonl",
+        {"question": "How many orders?", "db": f"host=127.0.0.1 port={port} user=victim"},
+        {"question": "How many orders?", "db": f"postgresql://victim@127.0.0.1:{port}/x"},
+        {"question": "How many orders?", "db": str(beside)},
+    )
+    argv = ("--execute", "--candidates", "1")
+    code, answers = _batch(hr_db, questions, *argv)
+    for answer in answers[:2]:
+        assert "PostgreSQL connection string other than --db's" in answer["error"]
+    with pytest.raises(TimeoutError):  # nothing ever connected
+        listener.accept()
+    listener.close()
+    assert answers[2]["error"] is None
+    assert answers[2]["rows"] == _rows(hr_db, "SELECT count(*) FROM orders")
+    assert code == 1 and len(loads) == 1

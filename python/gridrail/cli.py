@@ -36,6 +36,7 @@ from gridrail.database import (
     DatabaseError,
     QueryResult,
     format_table,
+    is_postgres_dsn,
 )
 from gridrail.errors import GridrailError, ParseError, PolicyError, RequestError, UsageError
 from gridrail.grammar.compiled import CompiledGrammar, compile_grammar
@@ -454,7 +455,11 @@ def _request_object(number: int, text: str) -> dict[str, object]:
     return request
 
 
-def _check_request(number: int, request: dict[str, object]) -> None:
+def _check_request(number: int, request: dict[str, object], db: str | None) -> None:
+    """A line is a question object; its "db" may be any SQLite or DuckDB file, but a PostgreSQL
+    database only the one --db names (`db`): a DSN connects with the invoker's credentials
+    (PGPASSWORD, ~/.pgpass, client certificates), which a questions file written by someone
+    else would send to a server of their choosing."""
     unknown = sorted(set(request) - set(REQUEST_FIELDS))
     if unknown:
         raise RequestError(
@@ -467,6 +472,13 @@ def _check_request(number: int, request: dict[str, object]) -> None:
     for name in ("db", "role"):
         if name in request and not isinstance(request[name], str):
             raise RequestError(f'line {number}: "{name}" must be a string')
+    line_db = request.get("db")
+    if isinstance(line_db, str) and line_db != db and is_postgres_dsn(line_db):
+        raise RequestError(
+            f'line {number}: "db" is a PostgreSQL connection string other than --db\'s; a line '
+            "may name such a database only as --db does (it would connect with your "
+            "credentials): give it as --db"
+        )
     if isinstance(request.get("id"), (dict, list)):
         raise RequestError(f'line {number}: "id" must be a string or a number')
 
@@ -521,7 +533,7 @@ def _answer_record(
     try:
         request = _request_object(number, text)
         record["id"] = request.get("id")  # an answer to a bad request still says whose it is
-        _check_request(number, request)
+        _check_request(number, request, args.db)
         record.update({k: request[k] for k in REQUEST_FIELDS if k in request})
         if record["db"] is None or record["role"] is None:
             raise RequestError(f'line {number}: no "db"/"role" and no --db/--role default')

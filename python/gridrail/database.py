@@ -52,6 +52,7 @@ How each database enforces them:
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import sys
 import threading
@@ -69,6 +70,7 @@ DEFAULT_MAX_ROWS = 10_000
 MAX_VALUE_BYTES = 16 * 1024 * 1024  # SQLite: the longest string or blob a statement may make
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # every database: what the fetched rows may hold in memory
 DUCKDB_MEMORY_BYTES = 256 * 1024 * 1024  # DuckDB's memory_limit for one statement
+_DSN_WORDS = re.compile(r"\s*[A-Za-z_]+\s*=")  # libpq's `key=value` connection string
 
 
 class DatabaseError(GridrailError):
@@ -150,8 +152,11 @@ class Limits:
 
 
 def is_postgres_dsn(ref: str) -> bool:
-    """Whether `ref` names a PostgreSQL database (a URI or `key=value` pairs), not a file."""
-    return ref.startswith(("postgresql://", "postgres://")) or "=" in ref
+    """Whether `ref` names a PostgreSQL database (a URI, or libpq's `key=value` words), not a
+    file: a path such as `runs/a=b.sqlite`, or any that exists, is a file."""
+    if ref.startswith(("postgresql://", "postgres://")):
+        return True
+    return _DSN_WORDS.match(ref) is not None and not Path(ref).exists()
 
 
 @dataclass(frozen=True)
