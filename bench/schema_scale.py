@@ -14,6 +14,10 @@ temporary file; then, in a fresh Python process per size (so peak RSS is that si
     cost of a *new schema* for an existing dialect and role);
   * first mask: `guide.matcher().allowed()` at the start and after `SELECT ` (a column position:
     the identifier lexicons in play);
+  * first check: `guide.check("SELECT 1;")`, whose first call builds the SQLite judge's
+    schema-only copy of the catalog;
+  * with `--listed F`, the role lists the first F of the tables and denies one column in every
+    other table it lists (else it sees every table: no policy name to look up);
   * with `--more N`, N more catalogs of the size (other seeds), each compiled once in the same
     process after the first: the cost of a new schema in a process that has compiled one
     already (reported: each compile and their median);
@@ -198,7 +202,16 @@ def warm_up_schema(beside: Path):
     return gr.Schema.from_sqlite(path)
 
 
-def measure(db_path: str, tokenizer: str, second_db: str = "", *more: str) -> dict:
+def listed_policy(schema, fraction: float) -> str:
+    """A role that lists the first `fraction` of the catalog's tables and denies one column of
+    every other listed table (`--listed`): an enterprise role names what it may see."""
+    tables = schema.tables[: max(1, round(len(schema.tables) * fraction))]
+    listed = ", ".join(f'"{t.name}"' for t in tables)
+    denied = "\n".join(f'{t.name} = {{ deny = ["{t.columns[1].name}"] }}' for t in tables[::2])
+    return f"{POLICY}tables = [{listed}]\n[roles.reader.columns]\n{denied}\n"
+
+
+def measure(db_path: str, tokenizer: str, listed: str, second_db: str = "", *more: str) -> dict:
     """One size, in this process (the child)."""
     import gridrail as gr
     from gridrail.registry import shared_compiled_grammar, shared_trie
@@ -216,6 +229,8 @@ def measure(db_path: str, tokenizer: str, second_db: str = "", *more: str) -> di
     schema = gr.Schema.from_sqlite(db_path)
     out["introspect_s"] = time.perf_counter() - started
     out["columns"] = sum(len(t.columns) for t in schema.tables)
+    if float(listed):
+        policy = gr.Policy.from_text(listed_policy(schema, float(listed)))
     try:
         started = time.perf_counter()
         guide = gr.compile(grammar, vocab, schema=schema, policy=policy, role="reader")
@@ -231,6 +246,9 @@ def measure(db_path: str, tokenizer: str, second_db: str = "", *more: str) -> di
             if space and matcher.accept_tokens(space[:1]):
                 matcher.allowed()
                 out["column_mask_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        guide.check("SELECT 1;")  # the checker's first statement builds the SQLite judge's copy
+        out["first_check_s"] = time.perf_counter() - started
     except Exception as exc:  # reported as the size's result: the error a user would see
         out["error"] = f"{type(exc).__name__}"
         out["error_chars"] = len(str(exc))
@@ -239,6 +257,8 @@ def measure(db_path: str, tokenizer: str, second_db: str = "", *more: str) -> di
         schemas = [gr.Schema.from_sqlite(path) for path in more]
         out["more_compile_s"] = []
         for other in schemas:
+            if float(listed):
+                policy = gr.Policy.from_text(listed_policy(other, float(listed)))
             started = time.perf_counter()
             gr.compile(grammar, vocab, schema=other, policy=policy, role="reader")
             out["more_compile_s"].append(time.perf_counter() - started)
@@ -270,6 +290,14 @@ def main() -> None:
         metavar="N",
         help="also compile N more catalogs of each size in the same process (other seeds)",
     )
+    parser.add_argument(
+        "--listed",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="the role lists the first F of the tables (0 < F <= 1) and denies a column in "
+        "every other one it lists (default 0: a role that sees every table)",
+    )
     parser.add_argument("--child", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -293,8 +321,9 @@ def main() -> None:
             more = [str(Path(tmp) / f"{size}-more{i}.sqlite") for i in range(args.more)]
             for seed, other in enumerate(more, start=2):
                 write_catalog(other, catalog_ddl(tables, columns, seed=seed))
+            argv = [__file__, "--child", str(path), tokenizer, str(args.listed), second, *more]
             child = subprocess.run(
-                [sys.executable, __file__, "--child", str(path), tokenizer, second, *more],
+                [sys.executable, *argv],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -308,6 +337,7 @@ def main() -> None:
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     report = {
         **provenance(started),
+        "listed": args.listed,
         "rows": rows,
     }
     if args.json:
@@ -317,9 +347,9 @@ def main() -> None:
     more = f" {args.more} more: median (each) |" if args.more else ""
     print(
         "| tables x columns | introspect: SQLite / DuckDB / PostgreSQL | compile (role + "
-        f"lexicons) |{more} first mask | after `SELECT ` | peak RSS | error |"
+        f"lexicons) |{more} first mask | after `SELECT ` | first check | peak RSS | error |"
     )
-    print("|---|---|---|" + "---|" * bool(args.more) + "---|---|---|---|")
+    print("|---|---|---|" + "---|" * bool(args.more) + "---|---|---|---|---|")
 
     def ms(row, key):
         return f"{row[key] * 1000:.0f} ms" if key in row else "—"
@@ -338,7 +368,8 @@ def main() -> None:
         print(
             f"| {r['size']} | {introspect} | {ms(r, 'compile_s')} |"
             f"{more_ms(r) if args.more else ''} "
-            f"{ms(r, 'first_mask_s')} | {ms(r, 'column_mask_s')} | {rss} | {error} |"
+            f"{ms(r, 'first_mask_s')} | {ms(r, 'column_mask_s')} | {ms(r, 'first_check_s')} | "
+            f"{rss} | {error} |"
         )
 
     if args.sharing:

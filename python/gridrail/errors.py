@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+LISTED = 20  # names a message lists before "and N more": errors stay a few lines long
+
+
+def listing(names: Iterable[str], most: int = LISTED) -> str:
+    """`names` joined for a message, at most `most` of them ("none" for none): a catalog of
+    thousands of tables must not make a message of thousands of names."""
+    names = list(names)
+    if not names:
+        return "none"
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, and {len(names) - most} more"
+
 
 class GridrailError(Exception):
     """Base class of every error gridrail raises on purpose."""

@@ -85,7 +85,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gridrail.check.scopes import ROWID_KEYS, Cte, Lookup, Scope, Source
-from gridrail.errors import PolicyError
+from gridrail.errors import PolicyError, listing
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.parse.tree import Token, Tree, parse_tree
 from gridrail.policy.binding import CLAUSE_REACH, Reach
@@ -94,7 +94,6 @@ from gridrail.policy.dialect import DATABASE_NAMES, cast_type_key, cast_types
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 
-_LISTED = 20  # names listed in a message before "and N more"
 # CTE bodies bound per statement at most: each read binds one again, so CTEs that read each
 # other from nested queries take exponentially many (as they do SQLite, preparing them)
 MAX_CTE_BINDINGS = 256
@@ -243,7 +242,7 @@ class _Binder:
         alias = _alias(node)
         table = self.schema_table(name)
         if table is not None and not self.view.may_write_table(table.name):
-            writable = _listing(t.name for t in self.view.writable_tables)
+            writable = listing(t.name for t in self.view.writable_tables)
             self.report(
                 "table_not_writable",
                 f'table "{table.name}" is read-only for {self.role()}: its INSERT, UPDATE and '
@@ -739,7 +738,7 @@ class _Binder:
         self.report(
             "unknown_table",
             f'no table or view named "{written}" that {self.role()} may use; tables it may '
-            f"use: {_listing(t.name for t in self.view.tables)}",
+            f"use: {listing(t.name for t in self.view.tables)}",
             name,
             written,
         )
@@ -975,7 +974,7 @@ class _Binder:
             self.report(
                 "function_not_allowed",
                 f'function "{function}" is not allowed for {self.role()}; functions it may '
-                f"call: {_listing(sorted(allowed or ()))}",
+                f"call: {listing(sorted(allowed or ()))}",
                 token,
             )
 
@@ -1061,7 +1060,7 @@ class _Binder:
     def hidden_read(self, table: Table, span: Span, what: str, advice: str = "") -> None:
         """A read of a column of `table` the role may not see that the statement does not name
         (`what` says how it reads it): said without naming the column."""
-        visible = _listing(c.name for c in self.view.columns(table))
+        visible = listing(c.name for c in self.view.columns(table))
         self.report(
             "column_not_visible",
             f"{what} that {self.role()} may not see; {advice or f'visible columns: {visible}'}",
@@ -1096,19 +1095,19 @@ class _Binder:
                 what = f'{verb} every column, so column "{column.name}" of table "{table.name}"'
                 self.read_not_allowed(span, what, table.name, column.name)
         if source.hidden:
-            listing = _listing(c.name for c in visible)
+            shown = listing(c.name for c in visible)
             self.hidden_read(
                 table,
                 span,
                 f'{verb} every column of table "{table.name}", including columns',
-                advice or f"name the columns instead (visible: {listing})",
+                advice or f"name the columns instead (visible: {shown})",
             )
 
     def read_not_allowed(
         self, span: Span, what: str, table: str, column: str | None = None
     ) -> None:
         """A read by a role that does not hold select (so there is a role)."""
-        kinds = _listing(sorted(self.view.role.statements))  # type: ignore[union-attr]
+        kinds = listing(sorted(self.view.role.statements))  # type: ignore[union-attr]
         self.report(
             "read_not_allowed",
             f"{what} would be read, and reading any table or column needs select, which "
@@ -1121,7 +1120,7 @@ class _Binder:
 
     def statement_not_allowed(self, node: Tree, kind: str | None) -> None:
         """A statement of a kind the role does not hold (so there is a role)."""
-        held = _listing(k.upper() for k in sorted(self.view.role.statements))  # type: ignore[union-attr]
+        held = listing(k.upper() for k in sorted(self.view.role.statements))  # type: ignore[union-attr]
         what = kind.upper() if kind else f"a {node.label} statement"
         self.report(
             "statement_not_allowed",
@@ -1183,8 +1182,8 @@ class _Binder:
     def column_names(self, source: Source) -> str:
         """The columns a message may list for a source: what the role sees of a table."""
         if source.table is not None:
-            return _listing(c.name for c in self.view.columns(source.table))
-        return _listing(source.columns.values()) if source.columns is not None else "unknown"
+            return listing(c.name for c in self.view.columns(source.table))
+        return listing(source.columns.values()) if source.columns is not None else "unknown"
 
     def role(self) -> str:
         return f'role "{self.view.role.name}"' if self.view.role else "this role"
@@ -1315,14 +1314,6 @@ def may_read_row_key(view: SchemaView, table: Table) -> bool:
         names = [c.name for c in table.columns] + ["rowid"]
         return all(view.may_see_column(table.name, name) for name in names)
     return view.may_see_column(table.name, table.rowid_column or "rowid")
-
-
-def _listing(names: Iterable[str]) -> str:
-    names = list(names)
-    if not names:
-        return "none"
-    shown = ", ".join(names[:_LISTED])
-    return shown if len(names) <= _LISTED else f"{shown}, and {len(names) - _LISTED} more"
 
 
 def _single_quoted(text: str) -> str:

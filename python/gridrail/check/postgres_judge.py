@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from gridrail.check.checker import Violation
-from gridrail.errors import JudgeError
+from gridrail.errors import JudgeError, listing
 from gridrail.policy.schema import Table
 from gridrail.policy.view import SchemaView
 
@@ -65,7 +65,6 @@ _EXPLAIN = "EXPLAIN (COSTS OFF) "
 # REFRESH, whose privileges say nothing of the policy: those are rejected, not judged.
 _JUDGED = frozenset({"select", "values", "table", "with", "insert", "update", "delete", "("})
 _WORD = re.compile(r"[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*")
-_LISTED = 10  # privileges named in an error before "and N more"
 _ROLE_PREFIX = "gridrail_"
 _DENIED = re.compile(
     r"permission denied for (?P<kind>table|view|materialized view|foreign table|schema|"
@@ -317,13 +316,13 @@ def _require_within(conn: Any, view: SchemaView, role: str, pg_schema: str, *, e
             narrower.append(what)
     if wider:
         raise JudgeError(
-            f"PostgreSQL: the judging role {role!r} holds {_listing(wider)}, which role "
+            f"PostgreSQL: the judging role {role!r} holds {listing(wider)}, which role "
             f"{_role(view)!r} may not use (granted to it, to PUBLIC or to a role it belongs to); "
             "revoke that grant, or judge with a role that lacks it"
         )
     if narrower:
         raise JudgeError(
-            f"PostgreSQL: the judging role {role!r} lacks {_listing(narrower)} after granting "
+            f"PostgreSQL: the judging role {role!r} lacks {listing(narrower)} after granting "
             "them; the connecting user must own those tables or hold the privileges WITH GRANT "
             "OPTION"
         )
@@ -464,11 +463,6 @@ def _words(exc: BaseException) -> str:
 
 def _role(view: SchemaView) -> str:
     return view.role.name if view.role is not None else "(no role)"
-
-
-def _listing(items: Sequence[str]) -> str:
-    shown = ", ".join(items[:_LISTED])
-    return shown + (f" and {len(items) - _LISTED} more" if len(items) > _LISTED else "")
 
 
 def _psycopg() -> Any:

@@ -30,7 +30,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from gridrail.errors import PolicyError
+from gridrail.errors import PolicyError, listing
 from gridrail.grammar.compiled import CompiledGrammar
 from gridrail.grammar.model import Grammar
 from gridrail.policy.constructs import ConstructCatalogue, read_policy_text
@@ -158,17 +158,20 @@ class Policy:
         lines = _Lines(self.text, self.source)
         section = f"roles.{role.name}"
         _require_distinct_names(role, schema.rules, lines)
+        key = schema.rules.catalog_key
+        tables: dict[str, Table] = {}  # the table a policy name denotes, by its key
+        for table in schema.tables:
+            tables.setdefault(key(table.name), table)
         for table_name in sorted((role.tables or frozenset()) | (role.writes or frozenset())):
-            if _catalog_table(schema, table_name) is None:
+            if key(table_name) not in tables:
                 raise lines.error(
                     f"role {role.name!r} names table {table_name!r}, which {schema.source} does "
-                    f"not have (tables: {', '.join(t.name for t in schema.tables)})",
+                    f"not have (tables: {listing(t.name for t in schema.tables)})",
                     table_name,
                     section,
                 )
-        key = schema.rules.catalog_key
         for table_name, rule in role.columns.items():
-            table = _catalog_table(schema, table_name)
+            table = tables.get(key(table_name))
             if table is None:
                 raise lines.error(
                     f"role {role.name!r} has column rules for table {table_name!r}, which "
@@ -181,16 +184,10 @@ class Policy:
                 if key(column) not in known:
                     raise lines.error(
                         f"role {role.name!r}: table {table.name!r} has no column {column!r} "
-                        f"(columns: {', '.join(c.name for c in table.columns)})",
+                        f"(columns: {listing(c.name for c in table.columns)})",
                         column,
                         section + ".columns",
                     )
-
-
-def _catalog_table(schema: Schema, name: str) -> Table | None:
-    """The table a policy names (policies use catalog spellings)."""
-    key = schema.rules.catalog_key
-    return next((t for t in schema.tables if key(t.name) == key(name)), None)
 
 
 def _load_role(name: str, spec: object, catalogue: ConstructCatalogue, lines: _Lines) -> Role:

@@ -12,8 +12,8 @@ one exists.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from gridrail.policy.role import ColumnRule, Role
 from gridrail.policy.schema import Column, Schema, Table
@@ -24,7 +24,7 @@ class SchemaView:
     schema: Schema
     role: Role | None  # None: everything in the schema is visible
 
-    @property
+    @cached_property
     def tables(self) -> tuple[Table, ...]:
         """Visible tables, in catalog order."""
         return tuple(t for t in self.schema.tables if self.may_see_table(t.name))
@@ -32,7 +32,7 @@ class SchemaView:
     def may_see_table(self, catalog_name: str) -> bool:
         if self.role is None or self.role.tables is None:
             return True
-        return self._names(catalog_name, self.role.tables)
+        return self._key(catalog_name) in self._listed_tables
 
     @property
     def may_read(self) -> bool:
@@ -50,9 +50,9 @@ class SchemaView:
             return False
         if self.role is None or self.role.writes is None:
             return True
-        return self._names(catalog_name, self.role.writes)
+        return self._key(catalog_name) in self._written_tables
 
-    @property
+    @cached_property
     def writable_tables(self) -> tuple[Table, ...]:
         """Tables the role's write statements may target, in catalog order."""
         return tuple(t for t in self.schema.tables if self.may_write_table(t.name))
@@ -73,11 +73,9 @@ class SchemaView:
         return rule is None or self._allows(rule, column_name)
 
     def _allows(self, rule: ColumnRule, column_name: str) -> bool:
-        key = self.schema.rules.catalog_key
-        column = key(column_name)
-        if rule.allow is not None and all(key(c) != column for c in rule.allow):
-            return False
-        return all(key(c) != column for c in rule.deny)
+        allowed, denied = self._rule_keys[rule]
+        column = self._key(column_name)
+        return (allowed is None or column in allowed) and column not in denied
 
     def disclosed(
         self, table: str | None, column: str | None = None
@@ -109,15 +107,42 @@ class SchemaView:
     def _column_rule(self, table_name: str) -> ColumnRule | None:
         if self.role is None or not self.role.columns:
             return None
-        key = self.schema.rules.catalog_key
-        wanted = key(table_name)
-        for name, rule in self.role.columns.items():
-            if key(name) == wanted:
-                return rule
-        return None
+        return self._rules_by_key.get(self._key(table_name))
 
-    def _names(self, catalog_name: str, listed: Iterable[str]) -> bool:
-        """Does a policy list name `catalog_name` (dialect rules)?"""
-        key = self.schema.rules.catalog_key
-        wanted = key(catalog_name)
-        return any(key(name) == wanted for name in listed)
+    # The policy's names by the dialect's key of a catalog name, each list keyed once: a role
+    # of an enterprise catalog lists thousands of tables, and every table and column asks.
+
+    def _key(self, name: str) -> str:
+        return self.schema.rules.catalog_key(name)
+
+    @cached_property
+    def _listed_tables(self) -> frozenset[str]:
+        assert self.role is not None and self.role.tables is not None
+        return frozenset(map(self._key, self.role.tables))
+
+    @cached_property
+    def _written_tables(self) -> frozenset[str]:
+        assert self.role is not None and self.role.writes is not None
+        return frozenset(map(self._key, self.role.writes))
+
+    @cached_property
+    def _rules_by_key(self) -> dict[str, ColumnRule]:
+        """Each table's column rule by its key (the first rule of a key: a policy names a
+        table once, `Policy.check_against_schema`)."""
+        assert self.role is not None
+        by_key: dict[str, ColumnRule] = {}
+        for name, rule in self.role.columns.items():
+            by_key.setdefault(self._key(name), rule)
+        return by_key
+
+    @cached_property
+    def _rule_keys(self) -> dict[ColumnRule, tuple[frozenset[str] | None, frozenset[str]]]:
+        """Per column rule: its allow-list's keys (None: every column) and its deny-list's."""
+        assert self.role is not None
+        return {
+            rule: (
+                None if rule.allow is None else frozenset(map(self._key, rule.allow)),
+                frozenset(map(self._key, rule.deny)),
+            )
+            for rule in self.role.columns.values()
+        }
