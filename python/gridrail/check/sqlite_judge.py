@@ -44,7 +44,11 @@ and stand-ins: a table with the snapshot's columns and row key for each view (po
 view, not the tables its definition reads, which SQLite would report instead), for each table
 of a schema written by hand (with an implicit row key) and for each table whose DDL this SQLite
 cannot run (a virtual table of a module it lacks). No data, no triggers, no indexes: nothing the
-grammar's statements bind against. It is read-only (`query_only`) and its prepared statements
+grammar's statements bind against. A table is created in the copy the first time SQLite misses
+it preparing a statement ("no such table"), and the statement is prepared again: what a
+statement binds to depends only on the tables it names, and SQLite scans its whole catalog after
+each CREATE TABLE, so a copy of a 10,000-table catalog made up front took seconds. It is
+read-only (`query_only`) and its prepared statements
 are never cached (a cached statement is not prepared again, so the authorizer would hear
 nothing). One connection per judge, used under a lock: a guide may check from several threads.
 """
@@ -117,18 +121,34 @@ class SqliteJudge:
         self.view = view
         self._lock = threading.Lock()
         self._heard: list[Access] = []
-        self._db = _catalog_copy(view.schema)
+        self._copy = _CatalogCopy(view.schema)
+        self._db = self._copy.db
         self._db.set_authorizer(self._hear)
 
     def prepare(self, sql: str) -> Prepared:
-        """Prepare one statement (compiled, never run) and return what SQLite asked about."""
+        """Prepare one statement (compiled, never run) and return what SQLite asked about.
+        A table of the snapshot the statement names is created in the copy the first time
+        SQLite misses it, and the statement prepared again."""
         with self._lock:
-            self._heard = []
-            try:
-                self._db.execute("EXPLAIN " + sql)
-            except (sqlite3.Error, sqlite3.Warning, ValueError) as e:  # ValueError: a NUL
-                return Prepared(tuple(self._heard), str(e))
-            return Prepared(tuple(self._heard), None)
+            while True:
+                self._heard = []
+                try:
+                    self._db.execute("EXPLAIN " + sql)
+                except (sqlite3.Error, sqlite3.Warning, ValueError) as e:  # ValueError: a NUL
+                    missing = _MISSING_TABLE.match(str(e))
+                    if missing is not None and self._made(missing.group(1)):
+                        continue
+                    return Prepared(tuple(self._heard), str(e))
+                return Prepared(tuple(self._heard), None)
+
+    def _made(self, name: str) -> bool:
+        """Create the snapshot's table `name` (as SQLite's error names it) in the copy, with
+        the authorizer and `query_only` off meanwhile; False if there is none to create."""
+        self._db.set_authorizer(None)
+        try:
+            return self._copy.make(name)
+        finally:
+            self._db.set_authorizer(self._hear)
 
     def denied(self, prepared: Prepared) -> list[Access]:
         """The accesses the role may not make, in the order SQLite asked about them."""
@@ -247,24 +267,83 @@ def _covered(access: Access, reported: Sequence[Violation], data: bytes) -> bool
     )
 
 
-def _catalog_copy(schema: Schema) -> sqlite3.Connection:
-    """A schema-only in-memory copy of `schema`'s catalog, read-only once built."""
-    db = sqlite3.connect(
-        ":memory:", check_same_thread=False, cached_statements=0, isolation_level=None
-    )
-    for statement in schema.ddl:
-        # failing: a module this SQLite lacks, or a shadow table its virtual table made
-        with contextlib.suppress(sqlite3.Error):
-            if _CREATE_TABLE.match(statement):
-                db.execute(statement)
-    made = {ascii_lower(name) for (name,) in db.execute("SELECT name FROM sqlite_master")}
-    for table in schema.tables:
-        # failing (a name SQLite reserves): SQLite then refuses every statement that reads it
-        with contextlib.suppress(sqlite3.Error):
-            if ascii_lower(table.name) not in made and table.columns:
-                db.execute(_stand_in(table))
-    db.execute("PRAGMA query_only = ON")
-    return db
+class _CatalogCopy:
+    """A schema-only in-memory copy of a snapshot's catalog, read-only (`query_only`) but while
+    `make` creates a table. A table is created the first time a statement names it: SQLite
+    reads its catalog again after each CREATE TABLE (a scan of `sqlite_master`), so a copy of
+    10,000 tables made up front took 6 s, and a statement names a few. What a statement binds
+    to depends only on the tables it names, so the copy answers as a whole one would."""
+
+    def __init__(self, schema: Schema):
+        self.schema = schema
+        self.db = sqlite3.connect(
+            ":memory:", check_same_thread=False, cached_statements=0, isolation_level=None
+        )
+        self._ddl: dict[str, str] = {}  # a table's CREATE TABLE statement by its key
+        for statement in schema.ddl:
+            if not _CREATE_TABLE.match(statement):
+                continue
+            name = _created_name(statement)
+            if name is not None:
+                self._ddl.setdefault(ascii_lower(name), statement)
+                continue
+            # a form `_created_name` does not read: made now; failing: a module this SQLite
+            # lacks (the table then gets a stand-in, when named)
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute(statement)
+        self._made = self._tables()
+        self.db.execute("PRAGMA query_only = ON")
+
+    def make(self, name: str) -> bool:
+        """Create the snapshot's table `name` (`schema.name`, or the name alone, as SQLite's
+        error names it) if it is not made yet: its CREATE TABLE statement, else — no statement,
+        or one this SQLite cannot run (a virtual table of a module it lacks) — a stand-in.
+        False: no such table in the snapshot, or made already."""
+        table = self.schema.table(_quoted(name))
+        if table is None and "." in name:
+            table = self.schema.table(_quoted(name.split(".", 1)[1]))
+        if table is None or ascii_lower(table.name) in self._made:
+            return False
+        self.db.execute("PRAGMA query_only = OFF")
+        try:
+            statement = self._ddl.get(ascii_lower(table.name))
+            # failing: a module this SQLite lacks; a name SQLite reserves (no stand-in either:
+            # SQLite then refuses every statement that reads it)
+            with contextlib.suppress(sqlite3.Error):
+                if statement is not None:
+                    self.db.execute(statement)
+            with contextlib.suppress(sqlite3.Error):
+                if ascii_lower(table.name) not in self._tables() and table.columns:
+                    self.db.execute(_stand_in(table))
+        finally:
+            self.db.execute("PRAGMA query_only = ON")
+        self._made |= self._tables() | {ascii_lower(table.name)}
+        return True
+
+    def _tables(self) -> set[str]:
+        return {ascii_lower(name) for (name,) in self.db.execute("SELECT name FROM sqlite_master")}
+
+
+# What SQLite stores of a CREATE TABLE: "CREATE [VIRTUAL ]TABLE " then the text from the name
+# on (`IF NOT EXISTS`, TEMP and what came between them left out): a bare, "double", `back`,
+# [bracketed] or 'single' quoted name, perhaps after a schema name and a dot.
+_NAME = (
+    r"""(?:"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]|'(?:[^']|'')*'"""
+    r"|[A-Za-z0-9_$\x80-\U0010ffff]+)"
+)
+_CREATED = re.compile(rf"CREATE (?:VIRTUAL )?TABLE (?:{_NAME}\s*\.\s*)?({_NAME})", re.IGNORECASE)
+_MISSING_TABLE = re.compile(r"no such table: (.+)\Z", re.DOTALL)
+
+
+def _created_name(statement: str) -> str | None:
+    """The table a stored CREATE TABLE statement creates, unquoted (None: not that form)."""
+    found = _CREATED.match(statement)
+    if found is None:
+        return None
+    name = found.group(1)
+    if name[0] in "\"`'":
+        return name[1:-1].replace(name[0] * 2, name[0])
+    return name[1:-1] if name[0] == "[" else name
 
 
 def _stand_in(table: Table) -> str:
