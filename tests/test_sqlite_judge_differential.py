@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from assets import spider_gold
-from gridrail.check.sqlite_judge import SqliteJudge
+from gridrail.check.sqlite_judge import Access, SqliteJudge
+from gridrail.policy.schema import Schema
+from gridrail.policy.view import SchemaView
 from support.long_tier import long_size
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -76,3 +80,35 @@ def test_a_catalog_copy_made_as_statements_name_tables_judges_as_a_whole_one(tmp
             refused += whole.prepare(sql).error is not None
         assert SqliteJudge(corpus.views[0]).prepare(sql) == whole.prepare(sql), sql  # fresh
     assert compared > 200 and 0 < refused < compared
+
+
+def test_a_table_named_like_an_eponymous_virtual_table_is_in_the_copy(tmp_path) -> None:
+    """SQLite resolves json_each, json_tree and pragma_* to its own eponymous virtual tables
+    when the catalog has no such table, so a statement naming one never misses it ("no such
+    table"): the copy makes those tables up front, or SQLite would bind the statement to the
+    virtual table (hearing its columns, not the snapshot's, and an update of sqlite_master on
+    first use) and refuse writes to it."""
+    path = tmp_path / "eponymous.sqlite"
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(
+            "CREATE TABLE json_each (key TEXT, secret TEXT);"
+            "CREATE TABLE Pragma_Table_Info (pt INTEGER);"
+            "CREATE TABLE other (a INTEGER);"
+        )
+    view = SchemaView(Schema.from_sqlite(path), None)
+    lazy = SqliteJudge(view)
+    whole = SqliteJudge(view)
+    for table in view.schema.tables:
+        whole._made(table.name)
+    for sql in (
+        "SELECT * FROM json_each",
+        "SELECT secret FROM json_each",
+        "UPDATE json_each SET key = 'a'",
+        "SELECT pt FROM pragma_table_info",
+        "SELECT a FROM other",
+    ):
+        assert lazy.prepare(sql) == whole.prepare(sql), sql
+    assert lazy.prepare("SELECT * FROM json_each").accesses == (
+        Access("read", "json_each", "key"),
+        Access("read", "json_each", "secret"),
+    )

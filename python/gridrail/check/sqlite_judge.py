@@ -47,7 +47,9 @@ cannot run (a virtual table of a module it lacks). No data, no triggers, no inde
 grammar's statements bind against. A table is created in the copy the first time SQLite misses
 it preparing a statement ("no such table"), and the statement is prepared again: what a
 statement binds to depends only on the tables it names, and SQLite scans its whole catalog after
-each CREATE TABLE, so a copy of a 10,000-table catalog made up front took seconds. It is
+each CREATE TABLE, so a copy of a 10,000-table catalog made up front took seconds. A table
+named like one of SQLite's eponymous virtual tables (json_each, pragma_table_info, ...) is made
+up front: without it SQLite binds the name to that virtual table and misses nothing. It is
 read-only (`query_only`) and its prepared statements
 are never cached (a cached statement is not prepared again, so the authorizer would hear
 nothing). One connection per judge, used under a lock: a guide may check from several threads.
@@ -292,6 +294,13 @@ class _CatalogCopy:
             with contextlib.suppress(sqlite3.Error):
                 self.db.execute(statement)
         self._made = self._tables()
+        # a name SQLite resolves without its table, to an eponymous virtual table (json_each,
+        # pragma_table_info, ...), never misses: such a table is made now, as a whole copy has it
+        modules = self._modules()
+        for table in schema.tables:
+            key = ascii_lower(table.name)
+            if key in modules or key.startswith("pragma_"):
+                self.make(table.name)
         self.db.execute("PRAGMA query_only = ON")
 
     def make(self, name: str) -> bool:
@@ -320,6 +329,14 @@ class _CatalogCopy:
         self._made |= self._tables() | {ascii_lower(table.name)}
         return True
 
+    def _modules(self) -> frozenset[str]:
+        """The virtual table modules of this SQLite (a build without `pragma_module_list`:
+        those its eponymous tables are known by)."""
+        try:
+            return frozenset(ascii_lower(n) for (n,) in self.db.execute(_MODULES))
+        except sqlite3.Error:
+            return _EPONYMOUS
+
     def _tables(self) -> set[str]:
         return {ascii_lower(name) for (name,) in self.db.execute("SELECT name FROM sqlite_master")}
 
@@ -333,6 +350,8 @@ _NAME = (
 )
 _CREATED = re.compile(rf"CREATE (?:VIRTUAL )?TABLE (?:{_NAME}\s*\.\s*)?({_NAME})", re.IGNORECASE)
 _MISSING_TABLE = re.compile(r"no such table: (.+)\Z", re.DOTALL)
+_MODULES = "SELECT name FROM pragma_module_list"
+_EPONYMOUS = frozenset({"json_each", "json_tree", "dbstat", "sqlite_dbpage", "sqlite_stmt"})
 
 
 def _created_name(statement: str) -> str | None:
