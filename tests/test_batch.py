@@ -295,11 +295,16 @@ def test_a_line_may_not_send_the_invokers_credentials_to_another_postgres(
         {"question": "How many orders?", "db": f"host=127.0.0.1 port={port} user=victim"},
         {"question": "How many orders?", "db": f"postgresql://victim@127.0.0.1:{port}/x"},
         {"question": "How many orders?", "db": str(beside)},
+        # names the system cannot look up (too long): that line's error, not the batch's end
+        {"question": "How many orders?", "db": "host=" + "h" * 5000},
+        {"question": "How many orders?", "db": "f" * 5000},
     )
     argv = ("--execute", "--candidates", "1")
     code, answers = _batch(hr_db, questions, *argv)
-    for answer in answers[:2]:
+    assert len(answers) == 5
+    for answer in (*answers[:2], answers[3]):
         assert "PostgreSQL connection string other than --db's" in answer["error"]
+    assert "no such database file" in answers[4]["error"]
     with pytest.raises(TimeoutError):  # nothing ever connected
         listener.accept()
     listener.close()

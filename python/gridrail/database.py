@@ -156,7 +156,16 @@ def is_postgres_dsn(ref: str) -> bool:
     file: a path such as `runs/a=b.sqlite`, or any that exists, is a file."""
     if ref.startswith(("postgresql://", "postgres://")):
         return True
-    return _DSN_WORDS.match(ref) is not None and not Path(ref).exists()
+    return _DSN_WORDS.match(ref) is not None and not _is(Path.exists, ref)
+
+
+def _is(test: Callable[[Path], bool], ref: str) -> bool:
+    """`test` of the path `ref`, False where the system cannot even look it up (a name too
+    long, a NUL): a batch line's "db" must fail as that line, not end the batch."""
+    try:
+        return test(Path(ref))
+    except (OSError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -170,7 +179,7 @@ class Database:
         if is_postgres_dsn(ref):
             return cls("postgres", ref)
         path = Path(ref)
-        if not path.is_file():
+        if not _is(Path.is_file, ref):
             raise DatabaseError(f"no such database file: {ref}")
         kind = "duckdb" if path.suffix.lower() in (".duckdb", ".ddb") else "sqlite"
         return cls(kind, str(path))
