@@ -35,14 +35,17 @@ staff = { deny = ["pay"] }
 
 [roles.clerk]
 statements = ["select", "insert"]
-tables = ["staff"]
-writes = ["staff"]
+tables = ["staff", "tickets"]
+writes = ["staff", "tickets"]
 """
 )
 SETUP = (
     "CREATE TABLE staff (id serial PRIMARY KEY, name text NOT NULL, pay int)",
     "CREATE TABLE salaries (staff_id int, amount int)",
     "CREATE TABLE notes (id int, body text)",
+    # a default naming a sequence the column does not own (no `serial`)
+    "CREATE SEQUENCE ticket_numbers",
+    "CREATE TABLE tickets (id int DEFAULT nextval('ticket_numbers') PRIMARY KEY, what text)",
     "INSERT INTO staff (name, pay) VALUES ('ann', 100), ('bob', 200)",
     "INSERT INTO salaries VALUES (1, 100), (2, 200)",
     "INSERT INTO notes VALUES (1, 'a'), (2, 'b'), (3, 'c')",
@@ -129,6 +132,8 @@ def test_a_writer_runs_as_its_role_and_may_use_its_tables_serial_defaults(dsn: s
         "INSERT INTO staff (name) VALUES ('cy') RETURNING name", read_only=False
     )
     assert inserted.rows == (("cy",),)
+    ticket = "INSERT INTO tickets (what) VALUES ('late') RETURNING id"
+    assert acting.execute(ticket, read_only=False).rows == ((1,),)
     with pytest.raises(DatabaseError, match="permission denied for table notes"):
         acting.execute("INSERT INTO notes VALUES (4, 'd')", read_only=False)
 

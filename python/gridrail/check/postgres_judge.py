@@ -273,18 +273,20 @@ def _provision(conn: Any, view: SchemaView, name: str, pg_schema: str) -> None:
     conn.commit()
 
 
-# Per sequence a table's column takes its default from (`serial`: the column owns it), the
-# sequence's schema and name and the table's name. An identity column's sequence needs no
-# privilege, so it is not listed.
+# Per sequence a table's column default calls `nextval` on (`serial`, or a DEFAULT naming a
+# sequence the column does not own: the default's expression depends on it), the sequence's
+# schema and name and the table's name. An identity column's sequence needs no privilege, so it
+# is not listed.
 _DEFAULT_SEQUENCES = """
-SELECT sn.nspname, s.relname, t.relname
-FROM pg_catalog.pg_depend d
-JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+SELECT DISTINCT sn.nspname, s.relname, t.relname
+FROM pg_catalog.pg_attrdef a
+JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.objid = a.oid
+  AND d.refclassid = 'pg_catalog.pg_class'::regclass
+JOIN pg_catalog.pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
 JOIN pg_catalog.pg_namespace sn ON sn.oid = s.relnamespace
-JOIN pg_catalog.pg_class t ON t.oid = d.refobjid
+JOIN pg_catalog.pg_class t ON t.oid = a.adrelid
 JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
-WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refclassid = 'pg_catalog.pg_class'::regclass
-  AND d.deptype = 'a' AND n.nspname = %s
+WHERE n.nspname = %s
 ORDER BY 1, 2
 """
 
