@@ -320,6 +320,9 @@ class Binder:
             if n in self._index and getattr(grammar.terminal(n).names, "rest", "")
         }
         self._words: dict[int, dict[str, str]] = {}
+        # per (key, name, terminal): its lexemes and their prefixes (`_name_lexemes`)
+        self._name_forms: dict[tuple[str, str, int], tuple[tuple[bytes, ...], tuple[bytes, ...]]]
+        self._name_forms = {}
         self._merging = {self._index[n] for n in MERGING_JOINS if n in self._index}
         self._rightward = {self._index[n] for n in RIGHTWARD_JOINS if n in self._index}
         # `*`: a star's reduction is refused where it would read a column the role may not see
@@ -1330,9 +1333,8 @@ class Binder:
         """Every prefix of every lexeme of `terminal` that spells one of `names` (case folded
         where the dialect ignores case)."""
         out: set[bytes] = set()
-        for spelled in self._lexemes(names, terminal):
-            key = spelled.lower() if self.rules.case_insensitive else spelled
-            out.update(key[:i] for i in range(1, len(key) + 1))
+        for key, name in names.items():
+            out.update(self._name_lexemes(key, name, terminal)[1])
         return frozenset(out)
 
     def _word_names(self, terminal: int) -> dict[str, str]:
@@ -1514,16 +1516,34 @@ class Binder:
     def _lexemes(self, names: dict[str, str], terminal: int) -> Iterator[bytes]:
         """The lexemes of `terminal` that spell one of `names` (key -> spelling), each in its
         every form, as the scanner reads them (case as the catalog spells it)."""
-        suffix = "." if self._names[terminal] == QUALIFIER else ""
         for key, name in names.items():
-            for form in self._forms(name):
-                spelled = (form + suffix).encode("utf-8")
-                written = spelled.decode("utf-8")
-                if (
-                    self._reads_as(spelled, terminal)
-                    and self._key(written, self._names[terminal]) == key
-                ):
-                    yield spelled
+            yield from self._name_lexemes(key, name, terminal)[0]
+
+    def _name_lexemes(
+        self, key: str, name: str, terminal: int
+    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """The lexemes of `terminal` that spell the name `name` (of key `key`), and all their
+        prefixes (case folded where the dialect ignores case): kept per name, as every slot of
+        a catalog of thousands of names would otherwise scan each of them again."""
+        memo_key = (key, name, terminal)
+        found = self._name_forms.get(memo_key)
+        if found is not None:
+            return found
+        suffix = "." if self._names[terminal] == QUALIFIER else ""
+        lexemes = []
+        for form in self._forms(name):
+            spelled = (form + suffix).encode("utf-8")
+            written = spelled.decode("utf-8")
+            if (
+                self._reads_as(spelled, terminal)
+                and self._key(written, self._names[terminal]) == key
+            ):
+                lexemes.append(spelled)
+        prefixes = set()
+        for spelled in lexemes:
+            folded = spelled.lower() if self.rules.case_insensitive else spelled
+            prefixes.update(folded[:i] for i in range(1, len(folded) + 1))
+        return self._name_forms.setdefault(memo_key, (tuple(lexemes), tuple(prefixes)))
 
     def _discharging(self, state: GammaState) -> Iterator[bytes]:
         """Text that, written at `state`'s boundary inside a FROM clause, lets its block go on:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from gridrail.gamma.environment import (
     Binding,
@@ -51,6 +52,31 @@ class Catalog:
 
     def may_name(self, table: str, name: str) -> bool:
         return name == table or (self.aliases and self.alias_name(name))
+
+    @cached_property
+    def providers(self) -> Mapping[str, tuple[str, ...]]:
+        """Per column key, the tables (keys, in catalog order) with a visible column of it: a
+        search step asks for those, not every table of a catalog of thousands."""
+        found: dict[str, list[str]] = {}
+        for key, table in self.tables.items():
+            for column_key, column in table.items():
+                if column.visible:
+                    found.setdefault(column_key, []).append(key)
+        return {column_key: tuple(keys) for column_key, keys in found.items()}
+
+    def named(self, name: str, columns: frozenset[str]) -> tuple[str, ...]:
+        """The tables (catalog order) that a FROM item named `name` may be — the table of that
+        name, or any where `name` can be an alias — and that have a visible column of each of
+        `columns`."""
+        if self.aliases and self.alias_name(name):
+            keys = self.providers.get(min(columns), ()) if columns else tuple(self.tables)
+        else:
+            keys = (name,) if name in self.tables else ()
+        return tuple(
+            k
+            for k in keys
+            if all(c in self.tables[k] and self.tables[k][c].visible for c in columns)
+        )
 
 
 def discharged(obligations: Obligations, own: tuple[Binding, ...], outer: Block | None) -> bool:
@@ -176,12 +202,8 @@ class _Search:
             return True
         if not self._room(items):
             return False
-        for key, table in self.catalog.tables.items():
-            if not self.catalog.may_name(key, qualifier):
-                continue
-            if not all(c in table and table[c].visible for c in columns):
-                continue
-            binding = Binding(qualifier, dict(table))
+        for key in self.catalog.named(qualifier, columns):
+            binding = Binding(qualifier, dict(self.catalog.tables[key]))
             if (
                 qualifier in self.obligations.stars or "" in self.obligations.stars
             ) and not _readable(binding):
@@ -201,10 +223,8 @@ class _Search:
         if not self._room(items):
             return False
         taken = {b.key for b in items}
-        for key, table in self.catalog.tables.items():
-            column = table.get(missing)
-            if column is None or not column.visible:
-                continue
+        for key in self.catalog.providers.get(missing, ()):
+            table = self.catalog.tables[key]
             if key in taken and not self.catalog.aliases:
                 continue  # its own name is taken and no alias can rename it
             binding = Binding(None if self.catalog.aliases else key, dict(table))
