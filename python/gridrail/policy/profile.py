@@ -26,6 +26,7 @@ removed, so an LALR(1) grammar stays LALR(1).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 
@@ -262,8 +263,12 @@ def _qualifier(
     before = compile_regex(qualifier.pattern, qualifier.flags)
     suffix = compile_regex(surface.qualifier_suffix)
 
+    @functools.cache  # by the state a spelling leaves `before` in: a few, for 10,000 tables
+    def suffix_taken(state: int) -> bool:
+        return outside(suffix, before, state) is None
+
     def takes(*cases: str) -> bool:  # the final check (the caller's) sees every case
-        return all(outside(suffix, before, before.run(s.encode())) is None for s in cases)
+        return all(suffix_taken(before.run(s.encode())) for s in cases)
 
     return NameSet(
         tuple(s for s in tables.exact if takes(s)),
