@@ -16,6 +16,9 @@ temporary file; then, in a fresh Python process per size (so peak RSS is that si
     the identifier lexicons in play);
   * first check: `guide.check("SELECT 1;")`, whose first call builds the SQLite judge's
     schema-only copy of the catalog;
+  * with `--gamma`, the role's language compiled as `gridrail ask` compiles it (the generation
+    profile, Γ at the mask) and the masks of one statement (`SELECT <column> FROM <table>
+    WHERE id > 3;`) computed token by token;
   * with `--listed F`, the role lists the first F of the tables and denies one column in every
     other table it lists (else it sees every table: no policy name to look up);
   * with `--more N`, N more catalogs of the size (other seeds), each compiled once in the same
@@ -211,7 +214,33 @@ def listed_policy(schema, fraction: float) -> str:
     return f"{POLICY}tables = [{listed}]\n[roles.reader.columns]\n{denied}\n"
 
 
-def measure(db_path: str, tokenizer: str, listed: str, second_db: str = "", *more: str) -> dict:
+def gamma_replay(grammar, vocab, policy, schema) -> dict:
+    """`--gamma`: the role's language as `gridrail ask` compiles it (the generation profile, Γ
+    at the mask), its compile and the masks of one statement over the catalog's fourth table,
+    token by token."""
+    import gridrail as gr
+    from gridrail.policy.profile import GenerationProfile
+
+    started = time.perf_counter()
+    guide = gr.compile(
+        grammar, vocab, schema=schema, policy=policy, role="reader",
+        profile=GenerationProfile(), gamma=True,
+    )  # fmt: skip
+    compiled_s = time.perf_counter() - started
+    table = schema.tables[min(3, len(schema.tables) - 1)]
+    sql = f"SELECT {table.columns[1].name} FROM {table.name} WHERE id > 3;"
+    started = time.perf_counter()
+    replay(guide, [sql])
+    return {
+        "gamma_compile_s": compiled_s,
+        "gamma_tokens": len(guide.trie.tokenize(sql.encode())),
+        "gamma_masks_s": time.perf_counter() - started,
+    }
+
+
+def measure(
+    db_path: str, tokenizer: str, listed: str, gamma: str, second_db: str = "", *more: str
+) -> dict:
     """One size, in this process (the child)."""
     import gridrail as gr
     from gridrail.registry import shared_compiled_grammar, shared_trie
@@ -262,6 +291,8 @@ def measure(db_path: str, tokenizer: str, listed: str, second_db: str = "", *mor
             started = time.perf_counter()
             gr.compile(grammar, vocab, schema=other, policy=policy, role="reader")
             out["more_compile_s"].append(time.perf_counter() - started)
+    if gamma == "1" and "error" not in out:
+        out.update(gamma_replay(grammar, vocab, policy, schema))
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if second_db and "error" not in out:
         out.update(sharing(grammar, vocab, policy, schema, second_db))
@@ -298,6 +329,12 @@ def main() -> None:
         help="the role lists the first F of the tables (0 < F <= 1) and denies a column in "
         "every other one it lists (default 0: a role that sees every table)",
     )
+    parser.add_argument(
+        "--gamma",
+        action="store_true",
+        help="also compile the role's language as `gridrail ask` does (Γ at the mask) and time "
+        "the masks of one statement",
+    )
     parser.add_argument("--child", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -321,7 +358,9 @@ def main() -> None:
             more = [str(Path(tmp) / f"{size}-more{i}.sqlite") for i in range(args.more)]
             for seed, other in enumerate(more, start=2):
                 write_catalog(other, catalog_ddl(tables, columns, seed=seed))
-            argv = [__file__, "--child", str(path), tokenizer, str(args.listed), second, *more]
+            gamma = str(int(args.gamma))
+            argv = [__file__, "--child", str(path), tokenizer, str(args.listed), gamma, second]
+            argv += more
             child = subprocess.run(
                 [sys.executable, *argv],
                 capture_output=True,
@@ -371,6 +410,13 @@ def main() -> None:
             f"{ms(r, 'first_mask_s')} | {ms(r, 'column_mask_s')} | {ms(r, 'first_check_s')} | "
             f"{rss} | {error} |"
         )
+    for r in rows:
+        if "gamma_masks_s" in r:
+            print(
+                f"{r['size']} as `gridrail ask` compiles it (Γ): compile "
+                f"{ms(r, 'gamma_compile_s')}, the masks of {r['gamma_tokens']} tokens "
+                f"{ms(r, 'gamma_masks_s')}"
+            )
 
     if args.sharing:
         print(

@@ -61,7 +61,7 @@ from gridrail.gamma.environment import (
     qualified_columns,
     qualifiers,
 )
-from gridrail.gamma.obligations import MAX_FROM_ITEMS, Catalog, discharged, plan
+from gridrail.gamma.obligations import MAX_FROM_ITEMS, Catalog, discharged, plan, witnessed
 from gridrail.gamma.tokens import SlotScan, TokenShapes
 from gridrail.grammar.lalr import ACCEPT
 from gridrail.lru import BoundedLRU, SameObject
@@ -815,20 +815,29 @@ class Binder:
         else:
             candidates = {
                 k: c.name
-                for key, t in catalog.tables.items()
-                if catalog.may_name(key, qualifier)
-                for k, c in t.items()
+                for key in catalog.named(qualifier, frozenset())
+                for k, c in catalog.tables[key].items()
                 if c.visible
             }
             candidates.update(qualified_columns(inner.outer, qualifier))
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
-        allowed = {
-            key: name
-            for key, name in candidates.items()
-            if plan(inner.obligations.with_column(qualifier, key), own, inner.outer, catalog, True)
-            is not None
-        }
-        return Slot(allowed)
+        # the plan that discharges the obligations so far: one more column most often needs
+        # at most one more table (`witnessed`), and only the rest a search of its own
+        base = plan(inner.obligations, own, inner.outer, catalog, True)
+        items = (
+            None
+            if base is None
+            else (*own, *(Binding(name, dict(catalog.tables[t])) for t, name in base))
+        )
+
+        def keeps(key: str) -> bool:
+            grown = inner.obligations.with_column(qualifier, key)
+            bare = key if qualifier is None else None
+            if items is not None and witnessed(grown, items, inner.outer, catalog, bare):
+                return True
+            return plan(grown, own, inner.outer, catalog, True) is not None
+
+        return Slot({key: name for key, name in candidates.items() if keeps(key)})
 
     def _obliging_qualifier(self, inner: Block) -> Slot:
         """A qualifier in a select list: one that some FROM item can still be named after

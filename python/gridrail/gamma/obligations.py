@@ -126,6 +126,37 @@ def plan(
     return _Search(obligations, own, outer, catalog).run()
 
 
+# Tables that have a bare name `witnessed` tries, in catalog order, before it leaves the
+# question to the search.
+WITNESS_TRIES = 8
+
+
+def witnessed(
+    obligations: Obligations,
+    items: tuple[Binding, ...],
+    outer: Block | None,
+    catalog: Catalog,
+    column: str | None,
+) -> bool:
+    """Do `items` — a FROM clause's own items and the plan that discharged its obligations
+    before they gained one column, `column` (None: a qualified one) — discharge
+    `obligations` as they are, or with one more table that has `column`? A plan, found
+    without the search; where this finds none, `plan` decides. A select list's slot asks
+    this of every column of a catalog of thousands, most of which one more table provides."""
+    if discharged(obligations, items, outer):
+        return True
+    if column is None or len(items) >= MAX_FROM_ITEMS or not (catalog.joins or not items):
+        return False
+    taken = {b.key for b in items}
+    for key in catalog.providers.get(column, ())[:WITNESS_TRIES]:
+        if key in taken and not catalog.aliases:
+            continue  # its own name is taken and no alias can rename it
+        binding = Binding(None if catalog.aliases else key, dict(catalog.tables[key]))
+        if discharged(obligations, (*items, binding), outer):
+            return True
+    return False
+
+
 def dischargeable(
     obligations: Obligations,
     own: tuple[Binding, ...],
