@@ -18,7 +18,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -180,3 +180,36 @@ def audit_store_dsn(postgres_dsn: str) -> Iterator[str]:
     yield postgres_dsn.replace(f"dbname={DATABASE}", f"dbname={name}")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@contextmanager
+def throwaway_schema(
+    dsn: str, schema: str, statements: Iterable[str], roles: Sequence[str] = ()
+) -> Iterator[None]:
+    """`schema` made afresh on `dsn`'s server by `statements` (run with it on the search path;
+    `roles`, a test's own, dropped first if a run before left them); on the way out the schema
+    is dropped, and so are the judging roles (`gridrail_*`) and `roles`: each one's grants,
+    then the role."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        for role in roles:
+            conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path TO {schema}")
+        for statement in statements:
+            conn.execute(statement)
+    try:
+        yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            found = conn.execute(
+                "SELECT rolname FROM pg_roles"
+                " WHERE rolname LIKE 'gridrail\\_%%' OR rolname = ANY(%s)",
+                (list(roles),),
+            )
+            for (name,) in found.fetchall():
+                conn.execute(f'DROP OWNED BY "{name}"')  # its grants, then the role
+                conn.execute(f'DROP ROLE "{name}"')

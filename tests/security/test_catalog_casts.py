@@ -30,6 +30,7 @@ from gridrail.check.postgres_judge import PostgresJudge
 from gridrail.database import Database
 from gridrail.policy.dialect import CAST_TYPES, cast_type_key, identifier_rules
 from gridrail.serve.app import _violation
+from postgres_server import throwaway_schema
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POLICY = gr.Policy.from_file(EXAMPLES / "hr_policy.toml")
@@ -73,19 +74,8 @@ def _guide(schema: gr.Schema, role: str) -> gr.Guide:
 @pytest.fixture(scope="module")
 def pg(postgres_dsn: str) -> Iterator[str]:
     """The HR example in its own schema; the DSN's search path is that schema."""
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
-        conn.execute(f"CREATE SCHEMA {PG_SCHEMA}")
-        conn.execute(f"SET search_path TO {PG_SCHEMA}")
-        for statement in _hr_script():
-            conn.execute(statement)
-    yield f"{postgres_dsn} options='-csearch_path={PG_SCHEMA}'"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {PG_SCHEMA} CASCADE")
-        roles = conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'gridrail\\_%'")
-        for (name,) in roles.fetchall():
-            conn.execute(f'DROP OWNED BY "{name}"')
-            conn.execute(f'DROP ROLE "{name}"')
+    with throwaway_schema(postgres_dsn, PG_SCHEMA, _hr_script()):
+        yield f"{postgres_dsn} options='-csearch_path={PG_SCHEMA}'"
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from gridrail.check.postgres_judge import PostgresJudge, grants_for, judging_rol
 from gridrail.cli import build_parser
 from gridrail.database import Database
 from gridrail.policy.view import SchemaView
+from postgres_server import throwaway_schema
 from test_ask import ScriptedModel
 from test_walk_arm import _small_vocab
 
@@ -209,25 +210,14 @@ def test_duckdb_judge_needs_the_catalogs_types() -> None:
 @pytest.fixture(scope="module")
 def pg(postgres_dsn: str) -> Iterator[str]:
     """The HR example in its own schema, and a login role that may not create roles."""
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
-        conn.execute(f"CREATE SCHEMA {PG_SCHEMA}")
-        conn.execute(f"SET search_path TO {PG_SCHEMA}")
-        for statement in _hr_script():
-            conn.execute(statement)
-        conn.execute("DROP ROLE IF EXISTS judge_plain")
-        conn.execute("CREATE ROLE judge_plain LOGIN")
-        conn.execute(f"GRANT USAGE ON SCHEMA {PG_SCHEMA} TO judge_plain")
-    yield postgres_dsn
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {PG_SCHEMA} CASCADE")
-        roles = conn.execute(
-            "SELECT rolname FROM pg_roles WHERE rolname LIKE 'gridrail\\_%'"
-            " OR rolname IN ('judge_plain', 'judge_narrow')"
-        )
-        for (name,) in roles.fetchall():
-            conn.execute(f'DROP OWNED BY "{name}"')  # its grants, then the role
-            conn.execute(f'DROP ROLE "{name}"')
+    plain = (
+        "CREATE ROLE judge_plain LOGIN",
+        f"GRANT USAGE ON SCHEMA {PG_SCHEMA} TO judge_plain",
+    )
+    with throwaway_schema(
+        postgres_dsn, PG_SCHEMA, (*_hr_script(), *plain), ("judge_plain", "judge_narrow")
+    ):
+        yield postgres_dsn
 
 
 @cache

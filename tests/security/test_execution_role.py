@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
 import gridrail as gr
@@ -21,10 +20,12 @@ from gridrail.check.postgres_judge import PostgresJudge
 from gridrail.database import Database, DatabaseError
 from gridrail.errors import UsageError
 from gridrail.policy.view import SchemaView
+from postgres_server import throwaway_schema
 from test_ask import ScriptedModel
 from test_walk_arm import _small_vocab
 
 PG_SCHEMA = "exec_as"
+ROLES = ("exec_stranger", "exec_login")
 POLICY = gr.Policy.from_text(
     """
 [roles.analyst]
@@ -58,26 +59,12 @@ SETUP = (
 @pytest.fixture(scope="module")
 def dsn(postgres_dsn: str) -> Iterator[str]:
     """A DSN whose search path is the module's own schema (as a user's DSN names theirs)."""
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
-        conn.execute(f"CREATE SCHEMA {PG_SCHEMA}")
-        conn.execute(f"SET search_path TO {PG_SCHEMA}")
-        for statement in SETUP:
-            conn.execute(statement)
-        for role in ("exec_stranger", "exec_login"):
-            conn.execute(f"DROP ROLE IF EXISTS {role}")
-        conn.execute("CREATE ROLE exec_stranger NOLOGIN")
-        conn.execute("CREATE ROLE exec_login LOGIN")  # no superuser: SET ROLE needs membership
-    yield f"{postgres_dsn} options='-csearch_path={PG_SCHEMA}'"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {PG_SCHEMA} CASCADE")
-        roles = conn.execute(
-            "SELECT rolname FROM pg_roles WHERE rolname LIKE 'gridrail\\_%'"
-            " OR rolname IN ('exec_stranger', 'exec_login')"
-        )
-        for (name,) in roles.fetchall():
-            conn.execute(f'DROP OWNED BY "{name}"')
-            conn.execute(f'DROP ROLE "{name}"')
+    roles = (
+        "CREATE ROLE exec_stranger NOLOGIN",
+        "CREATE ROLE exec_login LOGIN",  # no superuser: SET ROLE needs membership
+    )
+    with throwaway_schema(postgres_dsn, PG_SCHEMA, (*SETUP, *roles), ROLES):
+        yield f"{postgres_dsn} options='-csearch_path={PG_SCHEMA}'"
 
 
 def _judge(dsn: str, role: str) -> PostgresJudge:
