@@ -820,9 +820,17 @@ class Binder:
                 if c.visible
             }
             candidates.update(qualified_columns(inner.outer, qualifier))
+        keeps = self._keeps_dischargeable(inner, catalog)
+        return Slot({key: name for key, name in candidates.items() if keeps(qualifier, key)})
+
+    def _keeps_dischargeable(
+        self, inner: Block, catalog: Catalog
+    ) -> Callable[[str | None, str | None], bool]:
+        """Whether the block's obligations with one more reference, `qualifier.column` (a
+        bare column: qualifier None; `qualifier.` alone: column None), stay dischargeable.
+        The plan that discharges them so far is found once: one more reference most often
+        needs at most one more table (`witnessed`), and only the rest a search of its own."""
         own = tuple(cells(inner.declared))  # type: ignore[arg-type]
-        # the plan that discharges the obligations so far: one more column most often needs
-        # at most one more table (`witnessed`), and only the rest a search of its own
         base = plan(inner.obligations, own, inner.outer, catalog, True)
         items = (
             None
@@ -830,25 +838,25 @@ class Binder:
             else (*own, *(Binding(name, dict(catalog.tables[t])) for t, name in base))
         )
 
-        def keeps(key: str) -> bool:
-            grown = inner.obligations.with_column(qualifier, key)
-            bare = key if qualifier is None else None
-            if items is not None and witnessed(grown, items, inner.outer, catalog, bare):
+        def keeps(qualifier: str | None, column: str | None) -> bool:
+            grown = inner.obligations.with_column(qualifier, column)
+            if items is not None and witnessed(
+                grown, items, inner.outer, catalog, qualifier, column
+            ):
                 return True
             return plan(grown, own, inner.outer, catalog, True) is not None
 
-        return Slot({key: name for key, name in candidates.items() if keeps(key)})
+        return keeps
 
     def _obliging_qualifier(self, inner: Block) -> Slot:
         """A qualifier in a select list: one that some FROM item can still be named after
         (with the obligations so far kept dischargeable) — `q.*` needs no more."""
         catalog = self.catalog(inner)
-        own = tuple(cells(inner.declared))  # type: ignore[arg-type]
         known = set(inner.obligations.qualified) | set(catalog.tables)
+        keeps = self._keeps_dischargeable(inner, catalog)
 
         def fine(qualifier: str) -> bool:
-            grown = inner.obligations.with_column(qualifier, None)
-            return plan(grown, own, inner.outer, catalog, True) is not None
+            return keeps(qualifier, None)
 
         names = {q: q for q in known if fine(q)}
         probe = next((a for a in FRESH_ALIASES if a not in known and catalog.alias_name(a)), None)
@@ -1340,7 +1348,16 @@ class Binder:
 
     def _prefix_set(self, names: dict[str, str], terminal: int) -> frozenset[bytes]:
         """Every prefix of every lexeme of `terminal` that spells one of `names` (case folded
-        where the dialect ignores case)."""
+        where the dialect ignores case). A slot of every table, or of every column, the role
+        sees (a select list's first column over a catalog of thousands) shares the role's
+        words' set rather than building its own."""
+        if self._names[terminal] in (TABLE_NAME, COLUMN_NAME) and names == self._word_names(
+            terminal
+        ):
+            return self._word_prefixes(terminal)
+        return self._spelled_prefixes(names, terminal)
+
+    def _spelled_prefixes(self, names: dict[str, str], terminal: int) -> frozenset[bytes]:
         out: set[bytes] = set()
         for key, name in names.items():
             out.update(self._name_lexemes(key, name, terminal)[1])
@@ -1366,7 +1383,8 @@ class Binder:
 
     def _word_prefixes(self, terminal: int) -> frozenset[bytes]:
         return self._prefixes.memo(
-            ("words", terminal), lambda: self._prefix_set(self._word_names(terminal), terminal)
+            ("words", terminal),
+            lambda: self._spelled_prefixes(self._word_names(terminal), terminal),
         )
 
     def _slot_if(

@@ -136,22 +136,34 @@ def witnessed(
     items: tuple[Binding, ...],
     outer: Block | None,
     catalog: Catalog,
+    qualifier: str | None,
     column: str | None,
 ) -> bool:
     """Do `items` — a FROM clause's own items and the plan that discharged its obligations
-    before they gained one column, `column` (None: a qualified one) — discharge
-    `obligations` as they are, or with one more table that has `column`? A plan, found
-    without the search; where this finds none, `plan` decides. A select list's slot asks
-    this of every column of a catalog of thousands, most of which one more table provides."""
+    before they gained one, `qualifier.column` (`qualifier.` alone: column None; a bare
+    `column`: qualifier None) — discharge `obligations` as they are, or with one more table
+    (one that has the column, under that qualifier)? A plan, found without the search; where
+    this finds none, `plan` decides. A select list's slots ask this of every column and table
+    of a catalog of thousands, most of which one more table provides."""
     if discharged(obligations, items, outer):
         return True
-    if column is None or len(items) >= MAX_FROM_ITEMS or not (catalog.joins or not items):
+    if len(items) >= MAX_FROM_ITEMS or not (catalog.joins or not items):
         return False
     taken = {b.key for b in items}
-    for key in catalog.providers.get(column, ())[:WITNESS_TRIES]:
-        if key in taken and not catalog.aliases:
+    if qualifier is not None:
+        if qualifier in taken:
+            return False  # the item of that name lacks the column (or another item owes it)
+        owed = frozenset(obligations.qualified.get(qualifier, ()))
+        found = [(key, qualifier) for key in catalog.named(qualifier, owed)[:WITNESS_TRIES]]
+    elif column is not None:
+        keys = catalog.providers.get(column, ())[:WITNESS_TRIES]
+        found = [(key, None if catalog.aliases else key) for key in keys]
+    else:
+        return False
+    for key, name in found:
+        if name is not None and name in taken:
             continue  # its own name is taken and no alias can rename it
-        binding = Binding(None if catalog.aliases else key, dict(catalog.tables[key]))
+        binding = Binding(name, dict(catalog.tables[key]))
         if discharged(obligations, (*items, binding), outer):
             return True
     return False
